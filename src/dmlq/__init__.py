@@ -1,0 +1,48 @@
+"""dmlq: DirectML's quantized-linear operators in Python, exact and validated, on any CPU.
+
+Two layers over one engine:
+
+* the NumPy layer: :func:`quantize_linear`, :func:`dequantize_linear`, :func:`add`,
+  :func:`quantized_linear_add`, :func:`quantized_linear_matrix_multiply`;
+* the DirectML layer: :class:`TensorDesc`, the descriptions in :mod:`dmlq.ops`, and
+  :class:`Device` to validate them at a feature level, compile and execute them on buffers.
+
+>>> import dmlq
+>>> dmlq.quantize_linear([0.5, 1.5, 2.5], 1.0)
+array([0, 2, 2], dtype=uint8)
+"""
+
+from . import activations, ops
+from .device import CompiledOperator, Device
+from .errors import DmlError
+from .numpy_api import (
+    add,
+    dequantize_linear,
+    quantize_linear,
+    quantized_linear_add,
+    quantized_linear_matrix_multiply,
+)
+from .ops import OperatorDesc
+from .tensor import TensorDesc, calc_buffer_tensor_size
+from .types import DataType, FeatureLevel, TensorFlags
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompiledOperator",
+    "DataType",
+    "Device",
+    "DmlError",
+    "FeatureLevel",
+    "OperatorDesc",
+    "TensorDesc",
+    "TensorFlags",
+    "activations",
+    "add",
+    "calc_buffer_tensor_size",
+    "dequantize_linear",
+    "ops",
+    "quantize_linear",
+    "quantized_linear_add",
+    "quantized_linear_matrix_multiply",
+]

@@ -1,0 +1,267 @@
+"""The 17 activations DirectML accepts as ``FusedActivation`` of ELEMENT_WISE_ADD1 (SPEC-NOTES §5).
+
+Each class is the activation's ``DML_ACTIVATION_*_OPERATOR_DESC`` in fused form (no tensors):
+its float parameters with DirectMLX's defaults, its operator type value, the feature level it
+needs, and its formula. dmlq evaluates a fused activation in float64 on the float32 sum, with the
+parameters as float32 values, and rounds once to float32.
+
+>>> from dmlq import activations
+>>> activations.LeakyRelu(alpha=0.1)
+LeakyRelu(alpha=0.1)
+>>> activations.from_spec("elu")
+Elu(alpha=1.0)
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .errors import DmlError
+from .reference.erf import erf
+from .types import FeatureLevel
+
+__all__ = [
+    "Activation", "Identity", "Relu", "LeakyRelu", "ThresholdedRelu", "Elu", "Celu",
+    "ScaledElu", "Sigmoid", "HardSigmoid", "Tanh", "ScaledTanh", "Linear", "Softplus",
+    "ParametricSoftplus", "Softsign", "Shrink", "Gelu", "ACTIVATIONS", "from_spec",
+]  # fmt: skip
+
+FL = FeatureLevel
+
+
+@dataclass(frozen=True)
+class Activation(abc.ABC):
+    """Base of the fused activation descriptions."""
+
+    NAME: ClassVar[str]  # snake_case name accepted by dmlq.add(fused_activation=...)
+    TYPE_NAME: ClassVar[str]  # DML_OPERATOR_<TYPE_NAME>
+    TYPE_VALUE: ClassVar[int]
+    INTRODUCED: ClassVar[FeatureLevel] = FL.FL_1_0
+    DML_FIELDS: ClassVar[tuple[str, ...]] = ()  # DirectML names of the float fields, in order
+
+    def parameters(self) -> tuple[np.float64, ...]:
+        """The float fields as DirectML stores them (float32), widened exactly to float64."""
+        return tuple(np.float64(np.float32(getattr(self, f.name))) for f in dataclasses.fields(self))
+
+    def problem(self, level: FeatureLevel) -> str | None:
+        """The first rule this activation breaks at ``level``, or None."""
+        if level < self.INTRODUCED:
+            return f"{self.TYPE_NAME} needs feature level {self.INTRODUCED.label}"
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, (int, float, np.floating, np.integer)) or isinstance(
+                value, bool
+            ):
+                return f"{self.TYPE_NAME} parameter {f.name} must be a number, not {value!r}"
+        return None
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """The formula on a float64 array (the reference; kernels must match it)."""
+        with np.errstate(all="ignore"):
+            return self._formula(np.asarray(x, dtype=np.float64), *self.parameters())
+
+    @abc.abstractmethod
+    def _formula(self, x: np.ndarray, *params: np.float64) -> np.ndarray:
+        """The activation's formula; NaN in gives NaN out."""
+
+
+def _activation(name: str, type_name: str, value: int, level: FeatureLevel = FL.FL_1_0,
+                dml_fields: tuple[str, ...] = ()):  # fmt: skip
+    def register(cls: type[Activation]) -> type[Activation]:
+        cls.NAME, cls.TYPE_NAME, cls.TYPE_VALUE = name, type_name, value
+        cls.INTRODUCED, cls.DML_FIELDS = level, dml_fields
+        ACTIVATIONS[name] = cls
+        return cls
+
+    return register
+
+
+ACTIVATIONS: dict[str, type[Activation]] = {}
+
+
+@_activation("identity", "ACTIVATION_IDENTITY", 38)
+@dataclass(frozen=True)
+class Identity(Activation):
+    def _formula(self, x):
+        return x
+
+
+@_activation("relu", "ACTIVATION_RELU", 44)
+@dataclass(frozen=True)
+class Relu(Activation):
+    def _formula(self, x):
+        return np.where(x < 0, 0.0, x)  # NaN stays NaN
+
+
+@_activation("leaky_relu", "ACTIVATION_LEAKY_RELU", 39, dml_fields=("Alpha",))
+@dataclass(frozen=True)
+class LeakyRelu(Activation):
+    alpha: float = 0.01
+
+    def _formula(self, x, alpha):
+        return np.where(x >= 0, x, alpha * x)
+
+
+@_activation("thresholded_relu", "ACTIVATION_THRESHOLDED_RELU", 52, dml_fields=("Alpha",))
+@dataclass(frozen=True)
+class ThresholdedRelu(Activation):
+    alpha: float = 1.0
+
+    def _formula(self, x, alpha):
+        return np.where(x > alpha, x, np.where(np.isnan(x), x, 0.0))
+
+
+@_activation("elu", "ACTIVATION_ELU", 35, dml_fields=("Alpha",))
+@dataclass(frozen=True)
+class Elu(Activation):
+    alpha: float = 1.0
+
+    def _formula(self, x, alpha):
+        return np.where(x >= 0, x, alpha * np.expm1(x))
+
+
+@_activation("celu", "ACTIVATION_CELU", 128, FL.FL_3_0, dml_fields=("Alpha",))
+@dataclass(frozen=True)
+class Celu(Activation):
+    alpha: float = 1.0
+
+    def _formula(self, x, alpha):
+        return np.maximum(0.0, x) + np.minimum(0.0, alpha * np.expm1(x / alpha))
+
+
+@_activation("scaled_elu", "ACTIVATION_SCALED_ELU", 45, dml_fields=("Alpha", "Gamma"))
+@dataclass(frozen=True)
+class ScaledElu(Activation):
+    alpha: float = 1.67326319217681884765625
+    gamma: float = 1.05070102214813232421875
+
+    def _formula(self, x, alpha, gamma):
+        return np.where(x > 0, gamma * x, gamma * alpha * np.expm1(x))
+
+
+@_activation("sigmoid", "ACTIVATION_SIGMOID", 47)
+@dataclass(frozen=True)
+class Sigmoid(Activation):
+    def _formula(self, x):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+@_activation("hard_sigmoid", "ACTIVATION_HARD_SIGMOID", 37, dml_fields=("Alpha", "Beta"))
+@dataclass(frozen=True)
+class HardSigmoid(Activation):
+    alpha: float = 0.2
+    beta: float = 0.5
+
+    def _formula(self, x, alpha, beta):
+        return np.maximum(0.0, np.minimum(alpha * x + beta, 1.0))
+
+
+@_activation("tanh", "ACTIVATION_TANH", 51)
+@dataclass(frozen=True)
+class Tanh(Activation):
+    def _formula(self, x):
+        return np.tanh(x)
+
+
+@_activation("scaled_tanh", "ACTIVATION_SCALED_TANH", 46, dml_fields=("Alpha", "Beta"))
+@dataclass(frozen=True)
+class ScaledTanh(Activation):
+    alpha: float = 1.0
+    beta: float = 0.5
+
+    def _formula(self, x, alpha, beta):
+        return alpha * np.tanh(beta * x)
+
+
+@_activation("linear", "ACTIVATION_LINEAR", 40, dml_fields=("Alpha", "Beta"))
+@dataclass(frozen=True)
+class Linear(Activation):
+    alpha: float
+    beta: float
+
+    def _formula(self, x, alpha, beta):
+        return alpha * x + beta
+
+
+@_activation("softplus", "ACTIVATION_SOFTPLUS", 49, dml_fields=("Steepness",))
+@dataclass(frozen=True)
+class Softplus(Activation):
+    steepness: float = 1.0
+
+    def problem(self, level: FeatureLevel) -> str | None:
+        found = super().problem(level)
+        if found:
+            return found
+        if not self.steepness > 0:
+            return f"ACTIVATION_SOFTPLUS steepness {self.steepness} must be positive"
+        if self.steepness < 1 and level < FL.FL_6_4:
+            return "ACTIVATION_SOFTPLUS steepness below 1 needs feature level 6_4"
+        return None
+
+    def _formula(self, x, steepness):
+        return np.logaddexp(0.0, steepness * x) / steepness
+
+
+@_activation("parametric_softplus", "ACTIVATION_PARAMETRIC_SOFTPLUS", 43,
+             dml_fields=("Alpha", "Beta"))  # fmt: skip
+@dataclass(frozen=True)
+class ParametricSoftplus(Activation):
+    alpha: float
+    beta: float
+
+    def _formula(self, x, alpha, beta):
+        return alpha * np.logaddexp(0.0, beta * x)
+
+
+@_activation("softsign", "ACTIVATION_SOFTSIGN", 50)
+@dataclass(frozen=True)
+class Softsign(Activation):
+    def _formula(self, x):
+        return x / (1.0 + np.abs(x))
+
+
+@_activation("shrink", "ACTIVATION_SHRINK", 90, FL.FL_2_0, dml_fields=("Bias", "Threshold"))
+@dataclass(frozen=True)
+class Shrink(Activation):
+    bias: float = 0.0
+    threshold: float = 0.5
+
+    def _formula(self, x, bias, threshold):
+        inner = np.where(np.isnan(x), x, 0.0)
+        return np.where(x > threshold, x - bias, np.where(x < -threshold, x + bias, inner))
+
+
+@_activation("gelu", "ACTIVATION_GELU", 157, FL.FL_5_1)
+@dataclass(frozen=True)
+class Gelu(Activation):
+    def _formula(self, x):
+        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def from_spec(spec: Activation | str | None) -> Activation | None:
+    """An activation from ``None``, a snake_case name (DirectMLX defaults) or an instance."""
+    if spec is None or isinstance(spec, Activation):
+        return spec
+    if isinstance(spec, str):
+        cls = ACTIVATIONS.get(spec.strip().lower())
+        if cls is None:
+            known = ", ".join(ACTIVATIONS)
+            raise DmlError(f"fused_activation: unknown activation {spec!r} (known: {known})")
+        try:
+            return cls()
+        except TypeError:
+            params = ", ".join(f.name for f in dataclasses.fields(cls))
+            raise DmlError(
+                f"fused_activation: {spec!r} has no default parameters; pass "
+                f"dmlq.activations.{cls.__name__}({params}=...)"
+            ) from None
+    raise DmlError(
+        f"fused_activation must be None, an activation name or a dmlq.activations object, "
+        f"not {type(spec).__name__}"
+    )

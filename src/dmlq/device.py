@@ -1,0 +1,153 @@
+"""The device: validates descriptions at its feature level, compiles them, executes them on buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from .buffers import buffer_bytes, byte_range, tensor_view
+from .errors import DmlError
+from .kernels import KERNELS
+from .ops import OperatorDesc
+from .types import FeatureLevel
+
+__all__ = ["Device", "CompiledOperator"]
+
+
+class Device:
+    """A CPU stand-in for a DirectML device of a given feature level.
+
+    ``reciprocal_division=True`` reproduces the GPU's ``x * float32(1 / scale)`` in place of the
+    IEEE division ``x / scale`` (they differ at near-ties, SPEC-NOTES §6).
+
+    >>> import numpy as np
+    >>> from dmlq import DataType, TensorDesc, ops
+    >>> x = TensorDesc(DataType.FLOAT32, [1, 1, 1, 3])
+    >>> s = TensorDesc(DataType.FLOAT32, [1, 1, 1, 3], strides=[0, 0, 0, 0])
+    >>> zp = TensorDesc(DataType.UINT8, [1, 1, 1, 3], strides=[0, 0, 0, 0])
+    >>> y = TensorDesc(DataType.UINT8, [1, 1, 1, 3])
+    >>> op = Device("1_0").compile_operator(
+    ...     ops.ElementWiseQuantizeLinear(input=x, scale=s, zero_point=zp, output=y))
+    >>> out = np.zeros(3, np.uint8)
+    >>> op.execute([np.float32([0.5, 1.5, 2.5]), np.float32([1]), np.uint8([10])], [out])
+    >>> out
+    array([10, 12, 12], dtype=uint8)
+    """
+
+    def __init__(
+        self, feature_level: FeatureLevel | str | int | None = None, *,
+        reciprocal_division: bool = False,
+    ) -> None:  # fmt: skip
+        self._feature_level = (
+            FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
+        )
+        self._reciprocal_division = bool(reciprocal_division)
+
+    @property
+    def feature_level(self) -> FeatureLevel:
+        return self._feature_level
+
+    @property
+    def reciprocal_division(self) -> bool:
+        return self._reciprocal_division
+
+    def __repr__(self) -> str:
+        extra = ", reciprocal_division=True" if self._reciprocal_division else ""
+        return f"Device(feature_level={self._feature_level.label!r}{extra})"
+
+    def compile_operator(self, desc: OperatorDesc) -> CompiledOperator:
+        """Check every rule of ``desc``'s page at this device's level; DmlError on a violation."""
+        if not isinstance(desc, OperatorDesc):
+            raise DmlError(
+                f"compile_operator needs a dmlq.ops description, not {type(desc).__name__}"
+            )
+        try:
+            _validated(desc, self._feature_level)
+        except TypeError:  # unhashable contents: validate without the cache
+            desc.validate(self._feature_level)
+        return CompiledOperator(desc, self)
+
+
+@lru_cache(maxsize=4096)
+def _validated(desc: OperatorDesc, level: FeatureLevel) -> None:
+    desc.validate(level)
+
+
+class CompiledOperator:
+    """A validated operator, ready to execute on buffers."""
+
+    def __init__(self, desc: OperatorDesc, device: Device) -> None:
+        self._desc = desc
+        self._device = device
+        self._kernel = KERNELS[type(desc)]
+
+    @property
+    def desc(self) -> OperatorDesc:
+        return self._desc
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def execute(self, inputs: Sequence[object | None], outputs: Sequence[object]) -> None:
+        """Run on buffers: one per tensor field in the struct's order, None for absent tensors.
+
+        Each buffer's bytes are read (or written) through its tensor's data type, sizes and
+        strides. An output may share a buffer with an input only where the operator runs in place
+        and the two byte ranges are identical.
+        """
+        name = type(self._desc).__name__
+        views, ranges = {}, {}
+        input_fields, output_fields = self._desc.input_fields(), self._desc.output_fields()
+        _check_count(name, "inputs", inputs, len(input_fields))
+        _check_count(name, "outputs", outputs, len(output_fields))
+        for index, (tensor_field, buffer) in enumerate(zip(input_fields, inputs)):
+            where = f"{name}.execute inputs[{index}] ({tensor_field.name})"
+            views[tensor_field.name] = self._bind(tensor_field.name, buffer, where, False, ranges)
+        out_field = output_fields[0]
+        where = f"{name}.execute outputs[0] ({out_field.name})"
+        out = self._bind(out_field.name, outputs[0], where, True, ranges)
+        self._check_aliasing(name, ranges, out_field.name)
+        self.run_arrays(views, out)
+
+    def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
+        """Compute on ndarrays already shaped like the descriptions (the NumPy layer's entry)."""
+        self._kernel(self._desc, views, out, self._device.reciprocal_division)
+
+    def _bind(self, field_name: str, buffer: object, where: str, writable: bool,
+              ranges: dict) -> np.ndarray | None:  # fmt: skip
+        desc = getattr(self._desc, field_name)
+        if desc is None:
+            if buffer is not None:
+                raise DmlError(f"{where}: the description has no {field_name} tensor; pass None")
+            return None
+        if buffer is None:
+            raise DmlError(f"{where}: a buffer is required for the {field_name} tensor")
+        memory = buffer_bytes(buffer, where, writable=writable)
+        alignment = desc.guaranteed_base_offset_alignment
+        if alignment and memory.ctypes.data % alignment:
+            raise DmlError(f"{where}: buffer address is not a multiple of its {alignment}-byte "
+                           "guaranteed_base_offset_alignment")  # fmt: skip
+        ranges[field_name] = byte_range(memory, desc)
+        return tensor_view(memory, desc, where)
+
+    def _check_aliasing(self, name: str, ranges: dict, out_name: str) -> None:
+        out_start, out_end = ranges.pop(out_name)
+        for field_name, (start, end) in ranges.items():
+            if start >= out_end or out_start >= end:
+                continue
+            if self._desc.IN_PLACE and (start, end) == (out_start, out_end):
+                continue
+            rule = (
+                "only identical byte ranges may alias (in-place)"
+                if self._desc.IN_PLACE
+                else "this operator cannot run in place"
+            )
+            raise DmlError(f"{name}.execute: output overlaps input {field_name}; {rule}")
+
+
+def _check_count(name: str, what: str, buffers: Sequence[object], expected: int) -> None:
+    if isinstance(buffers, (str, bytes)) or len(buffers) != expected:
+        raise DmlError(f"{name}.execute: {what} needs {expected} buffer(s), got {len(buffers)}")

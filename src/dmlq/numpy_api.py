@@ -1,0 +1,417 @@
+"""The NumPy layer: plain functions on arrays with NumPy broadcasting.
+
+Each function turns its arguments into the DirectML descriptions of one operator (broadcasting
+becomes zero strides), compiles them on a device of the newest feature level, and runs the
+compiled operator on the arrays. The rules are the operators' own; this module only adds the
+NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import activations as _activations
+from .device import CompiledOperator, Device
+from .errors import DmlError
+from .ops import (
+    ElementWiseAdd,
+    ElementWiseAdd1,
+    ElementWiseDequantizeLinear,
+    ElementWiseQuantizedLinearAdd,
+    ElementWiseQuantizeLinear,
+    OperatorDesc,
+    QuantizedLinearMatrixMultiply,
+)
+from .reference.saturate import saturate
+from .tensor import MAX_DIMENSION_COUNT, TensorDesc
+from .types import DataType
+
+__all__ = [
+    "quantize_linear",
+    "dequantize_linear",
+    "add",
+    "quantized_linear_add",
+    "quantized_linear_matrix_multiply",
+]
+
+_DEVICE = Device()
+U8, I8 = np.dtype(np.uint8), np.dtype(np.int8)
+F32, F16, I32 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32)
+BYTE_TYPES = (U8, I8)
+DEQUANTIZE_INPUT_TYPES = tuple(np.dtype(t) for t in ("int32", "int16", "int8",
+                                                     "uint32", "uint16", "uint8"))  # fmt: skip
+
+
+# -- argument conversion ---------------------------------------------------------------------
+
+
+def _is_numpy(value: object) -> bool:
+    return isinstance(value, (np.ndarray, np.generic))
+
+
+def _as_array(value: object, name: str) -> np.ndarray:
+    if value is None:
+        raise DmlError(f"{name}: None is not an array")
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise DmlError(f"{name}: cannot be read as an array ({error})") from None
+    if array.dtype.kind not in "biuf":
+        raise DmlError(f"{name}: dtype {array.dtype} is not numeric")
+    return array
+
+
+def _names(dtypes: Sequence[np.dtype]) -> str:
+    return ", ".join(str(d) for d in dtypes)
+
+
+def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+    if array.dtype.kind not in "iu":
+        raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
+    info = np.iinfo(dtype)
+    if array.size and (array.min() < info.min or array.max() > info.max):
+        raise DmlError(f"{name}: values outside the {dtype} range [{info.min}, {info.max}]")
+    return array.astype(dtype)
+
+
+def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype,
+             same_kind: np.dtype | None = None) -> np.ndarray:  # fmt: skip
+    """``value`` as an array of an allowed dtype.
+
+    Python scalars and lists take ``python_dtype``; a NumPy dtype outside ``allowed`` but of the
+    same kind as ``same_kind`` (float64 for a float32 operand) converts to ``same_kind``.
+    """
+    array = _as_array(value, name)
+    if not _is_numpy(value):
+        target = python_dtype
+    elif array.dtype in allowed:
+        return array
+    elif same_kind is not None and array.dtype.kind == same_kind.kind:
+        target = same_kind
+    else:
+        raise DmlError(f"{name}: dtype {array.dtype} is not supported (expected {_names(allowed)})")
+    if target.kind == "f":
+        if array.dtype.kind == "b":
+            raise DmlError(f"{name}: boolean values are not numbers here")
+        return array.astype(target)
+    return _convert_integers(array, name, target)
+
+
+def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
+    """A scale converted to ``dtype`` (float32, or float16 beside float16 data): finite, non-zero."""
+    array = _as_array(value, name)
+    if array.dtype.kind != "f" and _is_numpy(value):
+        raise DmlError(f"{name}: dtype {array.dtype} is not a float type")
+    if array.dtype.kind == "b":
+        raise DmlError(f"{name}: boolean values are not scales")
+    with np.errstate(over="ignore"):
+        array = array.astype(dtype)
+    if not np.all(np.isfinite(array)):
+        raise DmlError(f"{name}: scales must be finite (got {array[~np.isfinite(array)][0]})")
+    if np.any(array == 0):
+        raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
+    return array
+
+
+def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str) -> np.dtype:
+    """The output's 8-bit dtype: the zero point's NumPy dtype, else ``dtype``, else ``default``."""
+    requested = None
+    if dtype is not None:
+        try:
+            requested = np.dtype(dtype)
+        except TypeError:
+            requested = None
+        if requested not in BYTE_TYPES:
+            raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
+    if _is_numpy(zero_point):
+        carried = np.asarray(zero_point).dtype
+        if carried not in BYTE_TYPES:
+            raise DmlError(f"{name}: dtype {carried} must be uint8 or int8 (the output's type)")
+        if requested is not None and requested != carried:
+            raise DmlError(f"dtype: {requested} disagrees with {name}'s dtype {carried}")
+        return carried
+    return requested or default
+
+
+def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
+    if value is None:
+        return None
+    array = _as_array(value, name)
+    if _is_numpy(value) and array.dtype != dtype:
+        raise DmlError(f"{name}: dtype {array.dtype} differs from its tensor's {dtype}")
+    return _convert_integers(array, name, dtype)
+
+
+def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
+    present = {name: a for name, a in arrays.items() if a is not None}
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in present.values()))
+    except ValueError:
+        shapes = ", ".join(f"{name} {a.shape}" for name, a in present.items())
+        raise DmlError(f"{', '.join(present)}: shapes do not broadcast ({shapes})") from None
+    if len(shape) > MAX_DIMENSION_COUNT:
+        widest = max(present, key=lambda name: present[name].ndim)
+        raise DmlError(f"{widest}: {len(shape)} dimensions; DirectML tensors have at most 8")
+    return shape
+
+
+# -- descriptions from arrays ------------------------------------------------------------------
+
+
+def _describable(array: np.ndarray) -> np.ndarray:
+    """``array`` itself when DirectML element strides can describe it, else a packed copy."""
+    itemsize = array.dtype.itemsize
+    if all(s >= 0 and s % itemsize == 0 for s in array.strides) and array.dtype.isnative:
+        return array
+    return np.ascontiguousarray(array)
+
+
+def _desc(array: np.ndarray) -> TensorDesc:
+    itemsize = array.dtype.itemsize
+    return TensorDesc(
+        DataType.from_dtype(array.dtype), array.shape, [s // itemsize for s in array.strides]
+    )
+
+
+def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``array`` seen with ``shape`` (at least 1-D), broadcasting through zero strides."""
+    if array is None:
+        return None
+    return np.broadcast_to(_describable(array), shape or (1,))
+
+
+def _run(desc_type: type[OperatorDesc], views: dict[str, np.ndarray | None], out: np.ndarray,
+         **fields: object) -> None:  # fmt: skip
+    descs = {name: None if view is None else _desc(view) for name, view in views.items()}
+    desc = desc_type(**descs, output=_desc(out), **fields)
+    operator: CompiledOperator = _DEVICE.compile_operator(desc)
+    operator.run_arrays(views, out)
+
+
+# -- the five functions ------------------------------------------------------------------------
+
+
+def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
+    """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8 or int8.
+
+    ``x`` is float32, float16 or int32; ``scale`` broadcasts against it (a scalar is per-tensor,
+    ``(C, 1)`` is per-row); halves round to even, NaN gives 0, ±inf saturates.
+
+    >>> quantize_linear([0.5, 1.5, 2.5], 1.0)
+    array([0, 2, 2], dtype=uint8)
+    >>> quantize_linear([[-1.0, 1.0], [-1.0, 1.0]], [[0.5], [0.25]], np.int8(0))
+    array([[-2,  2],
+           [-4,  4]], dtype=int8)
+    """
+    x = _operand(x, "x", (F32, F16, I32), F32, same_kind=F32)
+    scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
+    out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
+    zero_point = _zero_point(zero_point, "zero_point", out_dtype)
+    shape = _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
+    out = np.empty(shape, out_dtype)
+    if out.size:
+        views = {"input": x, "scale": scale, "zero_point": zero_point}
+        views = {name: _broadcast_view(v, shape) for name, v in views.items()}
+        _run(ElementWiseQuantizeLinear, views, out.reshape(shape or (1,)))
+    return out
+
+
+def dequantize_linear(q, scale, zero_point=None) -> np.ndarray:
+    """``(q - zero_point) * scale`` in the scale's dtype (float32 or float16).
+
+    >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
+    array([-64. ,   0. ,  63.5], dtype=float32)
+    """
+    python_dtype = np.asarray(zero_point).dtype if _is_numpy(zero_point) else U8
+    q = _operand(q, "q", DEQUANTIZE_INPUT_TYPES, python_dtype)
+    scale_array = _as_array(scale, "scale")
+    scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
+    zero_point = _zero_point(zero_point, "zero_point", q.dtype)
+    shape = _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
+    out = np.empty(shape, scale.dtype)
+    if out.size:
+        views = {"input": q, "scale": scale, "zero_point": zero_point}
+        views = {name: _broadcast_view(v, shape) for name, v in views.items()}
+        _run(ElementWiseDequantizeLinear, views, out.reshape(shape or (1,)))
+    return out
+
+
+def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
+    """``fused_activation(a + b)`` for float32 or float16 arrays of one dtype.
+
+    ``fused_activation`` is None, a name (``"relu"``, ``"leaky_relu"``...) or an object of
+    :mod:`dmlq.activations`. ``out`` may be ``a`` or ``b`` itself (in-place).
+
+    >>> add([1.0, -3.0], [1.0, 1.0], fused_activation="relu")
+    array([2., 0.], dtype=float32)
+    """
+    a_dtype = _float_operand_dtype(a, b)
+    a = _operand(a, "a", (F32, F16), a_dtype, same_kind=F32)
+    b = _operand(b, "b", (F32, F16), _float_operand_dtype(b, a), same_kind=F32)
+    if a.dtype != b.dtype:
+        raise DmlError(f"a, b: {a.dtype} and {b.dtype} differ (DirectML has no mixed-type add)")
+    activation = _activations.from_spec(fused_activation)
+    shape = _broadcast_shape(a=a, b=b)
+    target = _add_target(out, shape, a, b)
+    if target.size:
+        views = {"a": _broadcast_view(a, shape), "b": _broadcast_view(b, shape)}
+        if activation is None:
+            _run(ElementWiseAdd, views, target.reshape(shape or (1,)))
+        else:
+            _run(ElementWiseAdd1, views, target.reshape(shape or (1,)),
+                 fused_activation=activation)  # fmt: skip
+    if out is None:
+        return target
+    if target is not out:
+        out[...] = target
+    return out
+
+
+def _float_operand_dtype(value: object, other: object) -> np.dtype:
+    """Python numbers take the other operand's float dtype when it has one, else float32."""
+    if _is_numpy(other) and np.asarray(other).dtype in (F32, F16):
+        return np.asarray(other).dtype
+    return F32
+
+
+def _add_target(out: object, shape: tuple[int, ...], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where to write: ``out`` itself when it can be written directly, else a new array."""
+    if out is None:
+        return np.empty(shape, a.dtype)
+    if not isinstance(out, np.ndarray):
+        raise DmlError(f"out: must be a numpy.ndarray, not {type(out).__name__}")
+    if out.dtype != a.dtype or out.shape != shape:
+        raise DmlError(f"out: expected shape {shape} and dtype {a.dtype}, got {out.shape} {out.dtype}")
+    if not out.flags.writeable:
+        raise DmlError("out: array is read-only")
+    direct = _describable(out) is out and all(s != 0 or n == 1 for s, n in zip(out.strides, shape))
+    for operand in (a, b):
+        if np.may_share_memory(out, operand) and not _same_layout(out, operand):
+            direct = False
+    return out if direct else np.empty(shape, a.dtype)
+
+
+def _same_layout(out: np.ndarray, operand: np.ndarray) -> bool:
+    layout = out.__array_interface__["data"][0], out.strides, out.shape
+    return layout == (operand.__array_interface__["data"][0], operand.strides, operand.shape)
+
+
+def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                         output_scale, output_zero_point, *, dtype=None) -> np.ndarray:  # fmt: skip
+    """Dequantize ``a`` and ``b``, add in float32, requantize: DirectML's QuantizedLinearAdd.
+
+    Every scale and zero point holds one element (zero points may be None); ``a`` and ``b``
+    broadcast against each other.
+
+    >>> quantized_linear_add(np.uint8([10, 20]), 0.5, None, np.uint8([1, 3]), 1.0, None, 2.0, None)
+    array([3, 6], dtype=uint8)
+    """
+    a = _byte_operand(a, "a", a_zero_point)
+    b = _byte_operand(b, "b", b_zero_point)
+    out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
+    quantization = {
+        "a_scale": _scale(a_scale, "a_scale", F32),
+        "a_zero_point": _zero_point(a_zero_point, "a_zero_point", a.dtype),
+        "b_scale": _scale(b_scale, "b_scale", F32),
+        "b_zero_point": _zero_point(b_zero_point, "b_zero_point", b.dtype),
+        "output_scale": _scale(output_scale, "output_scale", F32),
+        "output_zero_point": _zero_point(output_zero_point, "output_zero_point", out_dtype),
+    }
+    for name, value in quantization.items():
+        if value is not None and value.size != 1:
+            raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
+    shape = _broadcast_shape(a=a, b=b)
+    out = np.empty(shape, out_dtype)
+    if out.size:
+        ones = (1,) * max(len(shape), 1)
+        views = {"a": _broadcast_view(a, shape), "b": _broadcast_view(b, shape)}
+        views |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
+        _run(ElementWiseQuantizedLinearAdd, views, out.reshape(shape or (1,)))
+    return out
+
+
+def _byte_operand(value: object, name: str, zero_point: object) -> np.ndarray:
+    python_dtype = np.asarray(zero_point).dtype if _is_numpy(zero_point) else U8
+    if python_dtype not in BYTE_TYPES:
+        raise DmlError(f"{name}_zero_point: dtype {python_dtype} must be uint8 or int8")
+    return _operand(value, name, BYTE_TYPES, python_dtype)
+
+
+def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                     output_scale, output_zero_point, *,
+                                     dtype=None) -> np.ndarray:  # fmt: skip
+    """Quantized ``a @ b``: ``a`` is ``[..., M, K]``, ``b`` ``[..., K, N]`` (2 to 4 dimensions).
+
+    Integer products accumulate exactly for every K, then requantize once. ``a`` and output
+    scales and zero points are per-tensor or per-row ``(M, 1)``; ``b``'s per-tensor or
+    per-column ``(N,)`` / ``(1, N)``. Batch dimensions broadcast as in ``numpy.matmul``.
+
+    >>> quantized_linear_matrix_multiply(np.uint8([[1, 2]]), 1.0, None,
+    ...                                  np.int8([[3], [4]]), 1.0, None, 2.0, None)
+    array([[6]], dtype=uint8)
+    """
+    a = _byte_operand(a, "a", a_zero_point)
+    b = _byte_operand(b, "b", b_zero_point)
+    for name, operand in (("a", a), ("b", b)):
+        if not 2 <= operand.ndim <= 4:
+            raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
+    if a.shape[-1] != b.shape[-2]:
+        raise DmlError(f"a, b: a is [..., M, K] with K = {a.shape[-1]} but b has "
+                       f"{b.shape[-2]} rows")  # fmt: skip
+    batch = _broadcast_shape(a=np.empty(a.shape[:-2]), b=np.empty(b.shape[:-2]))
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    out_shape = (*batch, m, n)
+    out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
+    quantization = {
+        "a_scale": ("row", _scale(a_scale, "a_scale", F32)),
+        "a_zero_point": ("row", _zero_point(a_zero_point, "a_zero_point", a.dtype)),
+        "b_scale": ("column", _scale(b_scale, "b_scale", F32)),
+        "b_zero_point": ("column", _zero_point(b_zero_point, "b_zero_point", b.dtype)),
+        "output_scale": ("output", _scale(output_scale, "output_scale", F32)),
+        "output_zero_point": ("output", _zero_point(output_zero_point, "output_zero_point",
+                                                    out_dtype)),
+    }  # fmt: skip
+    ndim = len(out_shape)
+    operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
+                for name, (kind, value) in quantization.items()}  # fmt: skip
+    if not np.prod(out_shape):
+        return np.empty(out_shape, out_dtype)
+    if k == 0:
+        return _empty_product(operands["output_zero_point"], out_shape, out_dtype)
+    out = np.empty(out_shape, out_dtype)
+    views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
+    _run(QuantizedLinearMatrixMultiply, views, out)
+    return out
+
+
+def _matrix_quantization(value: np.ndarray | None, name: str, kind: str, m: int, n: int,
+                         ndim: int) -> np.ndarray | None:  # fmt: skip
+    """A scale or zero point as DirectML's {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensor."""
+    if value is None:
+        return None
+    if value.size == 1:
+        return value.reshape((1,) * ndim)
+    padded = (1, 1, *value.shape)
+    leading, (rows, columns) = padded[:-2], padded[-2:]
+    if kind == "column":
+        ok, varies, per = rows == 1 and columns == n, rows != 1, f"per-column ({n},) or (1, {n})"
+    else:
+        ok, varies, per = columns == 1 and rows == m, kind == "row" and columns != 1, f"per-row ({m}, 1)"
+    if ok and all(d == 1 for d in leading):
+        return np.ascontiguousarray(value).reshape((1,) * (ndim - 2) + (rows, columns))
+    rule = "it would vary along K" if varies else f"expected per-tensor or {per}"
+    raise DmlError(f"{name}: shape {value.shape} is not supported; {rule}")
+
+
+def _batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    return np.broadcast_to(_describable(operand), (*batch, *operand.shape[-2:]))
+
+
+def _empty_product(zero_point: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype):
+    """K = 0: every sum is 0, so each output is its zero point."""
+    if zero_point is None:
+        return np.zeros(shape, dtype)
+    values = saturate(zero_point.astype(np.float64), dtype)
+    return np.broadcast_to(values.reshape(values.shape[-2:]), shape).copy()

@@ -1,0 +1,35 @@
+"""One description class per DirectML operator, each with its support table and rules.
+
+>>> from dmlq import ops
+>>> [cls.__name__ for cls in ops.OPERATORS]  # doctest: +NORMALIZE_WHITESPACE
+['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
+ 'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply']
+"""
+
+from .add import ElementWiseAdd
+from .add1 import ElementWiseAdd1
+from .base import OperatorDesc
+from .dequantize_linear import ElementWiseDequantizeLinear
+from .quantize_linear import ElementWiseQuantizeLinear
+from .quantized_linear_add import ElementWiseQuantizedLinearAdd
+from .quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
+
+OPERATORS: tuple[type[OperatorDesc], ...] = (
+    ElementWiseQuantizeLinear,
+    ElementWiseDequantizeLinear,
+    ElementWiseQuantizedLinearAdd,
+    ElementWiseAdd,
+    ElementWiseAdd1,
+    QuantizedLinearMatrixMultiply,
+)
+
+__all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]
+
+
+def by_type_name(name: str) -> type[OperatorDesc]:
+    """The description class for a DirectML type name, with or without ``DML_OPERATOR_``."""
+    bare = name.strip().removeprefix("DML_OPERATOR_")
+    for cls in OPERATORS:
+        if cls.TYPE_NAME == bare:
+            return cls
+    raise KeyError(name)

@@ -1,0 +1,20 @@
+"""Plain NumPy reference implementations, one module per operator, written like the formulas.
+
+They are the oracle the compiled kernels are proven equal to, bit for bit. Inputs arrive already
+broadcast against each other (DirectML's equal sizes with zero strides); each function returns a
+new array of the output's dtype.
+"""
+
+from .add import add
+from .dequantize_linear import dequantize_linear
+from .quantize_linear import quantize_linear
+from .quantized_linear_add import quantized_linear_add
+from .quantized_linear_matrix_multiply import quantized_linear_matrix_multiply
+
+__all__ = [
+    "add",
+    "dequantize_linear",
+    "quantize_linear",
+    "quantized_linear_add",
+    "quantized_linear_matrix_multiply",
+]
