@@ -177,7 +177,10 @@ def _check_total_size(desc: TensorDesc, is_output: bool) -> str | None:
         return f"total_tensor_size_in_bytes = {total!r} must be a non-negative integer"
     needed = calc_buffer_tensor_size(desc)
     if total < needed:
-        return f"total_tensor_size_in_bytes {total} is less than the {needed} bytes its sizes and strides address"
+        return (
+            f"total_tensor_size_in_bytes {total} is less than the {needed} bytes "
+            "its sizes and strides address"
+        )
     return None
 
 
