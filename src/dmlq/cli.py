@@ -1,0 +1,158 @@
+"""The ``dmlq`` command line: run and check DxDispatch models, list the operators.
+
+A subcommand is a function listed in ``SUBCOMMANDS`` that adds its parser, with
+``set_defaults(handler=...)`` naming its handler: a function taking the parsed arguments and
+returning the exit status. Errors users can hit (a DmlError) become one line on stderr, status 2.
+
+>>> main(["ops"])  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
+OPERATOR                                        FEATURE LEVEL  SUPPORT WIDENS AT
+DML_OPERATOR_ELEMENT_WISE_QUANTIZE_LINEAR       1_0            2_1, 3_0, 6_0, 6_2
+...
+DML_OPERATOR_ACTIVATION_GELU                 5_1            -
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import __version__
+from .activations import ACTIVATIONS
+from .chunked import add_dequantize, add_quantize
+from .dxdispatch import Verdict, check_model, load_model, run_model
+from .errors import DmlError
+from .ops import OPERATORS
+from .types import FeatureLevel
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except DmlError as error:
+        print(f"dmlq: error: {error}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dmlq",
+        description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models.",
+    )
+    parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
+    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for add_subcommand in SUBCOMMANDS:
+        add_subcommand(subcommands)
+    return parser
+
+
+def _feature_level(text: str) -> FeatureLevel:
+    try:
+        return FeatureLevel.parse(text)
+    except DmlError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, metavar="MODEL.json", help="a DxDispatch JSON model")
+    parser.add_argument(
+        "--feature-level", "-l", type=_feature_level, default=FeatureLevel.newest(), metavar="L",
+        help=f"DirectML feature level to validate against, e.g. 4_0 (default: {FeatureLevel.newest()})",
+    )  # fmt: skip
+
+
+# -- run ------------------------------------------------------------------------------------------------
+
+
+def _add_run(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "run", help="execute a DxDispatch model",
+        description="Execute a DxDispatch model: compile every dispatchable at the feature level, then run "
+        "the commands (dispatch, print, writeFile) in order. writeFile targets are relative to the "
+        "working directory; sourcePath files are looked up next to the model, then there.",
+    )  # fmt: skip
+    _add_model_arguments(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    run_model(load_model(args.model), args.feature_level, sys.stdout)
+    return 0
+
+
+# -- check ----------------------------------------------------------------------------------------------
+
+
+def _add_check(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "check", help="validate a model's dispatchables at a feature level",
+        description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
+        "lowest level that accepts it. Exit status: 0 when all are valid, 1 when any is not, "
+        "2 on usage and file errors.",
+    )  # fmt: skip
+    _add_model_arguments(parser)
+    parser.set_defaults(handler=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    verdicts = check_model(load_model(args.model), args.feature_level)
+    for verdict in verdicts:
+        print(_describe(verdict, args.feature_level))
+    valid = sum(verdict.valid for verdict in verdicts)
+    print(f"{valid} of {len(verdicts)} dispatchables valid at feature level {args.feature_level}")
+    return 0 if valid == len(verdicts) else 1
+
+
+def _describe(verdict: Verdict, level: FeatureLevel) -> str:
+    dispatchable = verdict.dispatchable
+    lowest = verdict.lowest_level
+    since = f"lowest feature level: {lowest}" if lowest else "no feature level accepts it"
+    status = "valid" if verdict.valid else "NOT valid"
+    line = f"{dispatchable.name}: {dispatchable.desc.TYPE_NAME} is {status} at {level} ({since})"
+    return line if verdict.valid else f"{line}\n  {verdict.problem}"
+
+
+# -- ops ------------------------------------------------------------------------------------------------
+
+
+def _add_ops(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "ops", help="list the operators and fused activations with their feature levels",
+        description="List the operators dmlq runs and the activations ELEMENT_WISE_ADD1 fuses, with the "
+        "feature level each needs and the levels that widen an operator's support.",
+    )  # fmt: skip
+    parser.set_defaults(handler=_ops)
+
+
+def _ops(args: argparse.Namespace) -> int:
+    operator_rows = [
+        (f"DML_OPERATOR_{cls.TYPE_NAME}", cls.INTRODUCED.label,
+         ", ".join(row.level.label for row in reversed(cls.SUPPORT) if row.level > cls.INTRODUCED) or "-")
+        for cls in OPERATORS
+    ]  # fmt: skip
+    activation_rows = [
+        (f"DML_OPERATOR_{cls.TYPE_NAME}", cls.INTRODUCED.label, ", ".join(cls.DML_FIELDS) or "-")
+        for cls in ACTIVATIONS.values()
+    ]
+    print(_table(("OPERATOR", "FEATURE LEVEL", "SUPPORT WIDENS AT"), operator_rows))
+    print()
+    print(_table(("FUSED ACTIVATION (ADD1)", "FEATURE LEVEL", "PARAMETERS"), activation_rows))
+    return 0
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]
+    )
+
+
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_run, _add_check, _add_ops, add_quantize, add_dequantize,
+]

@@ -1,0 +1,385 @@
+"""The ``dmlq`` command line, driven in subprocesses; every example checked against NumPy formulas."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import json5
+import numpy as np
+import pytest
+
+import dmlq
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SOURCE_ROOT = Path(dmlq.__file__).resolve().parents[1]  # src/ (or site-packages when installed)
+
+
+def dmlq_cli(*args: str, cwd: Path, program: tuple[str, ...] = (sys.executable, "-m", "dmlq")):
+    path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.run([*program, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def run_example(name: str, tmp_path: Path) -> tuple[dict[str, np.ndarray], Path]:
+    """Run ``examples/<name>.json`` in ``tmp_path``; its printed resources, and the folder."""
+    result = dmlq_cli("run", str(EXAMPLES / f"{name}.json"), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    return printed(result.stdout), tmp_path
+
+
+def printed(stdout: str) -> dict[str, np.ndarray]:
+    values = {}
+    for line in stdout.splitlines():
+        head, separator, numbers = line.partition("': ")
+        if head.startswith("Resource '") and separator:
+            values[head.removeprefix("Resource '")] = np.array([float(v) for v in numbers.split(", ")])
+    return values
+
+
+def assert_same(got: np.ndarray, expected: np.ndarray) -> None:
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def f32(values) -> np.ndarray:
+    return np.asarray(values, np.float64).astype(np.float32)
+
+
+def quantize(x, scale, zero_point, low, high, dtype):
+    """round(x / scale) + zero_point in float32, halves to even, clamped."""
+    return np.clip(np.rint(f32(x) / f32(scale)) + zero_point, low, high).astype(dtype)
+
+
+def leaky_relu_or_elu(total: np.ndarray, alpha: float, elu: bool) -> np.ndarray:
+    """The activation on the float32 sum, evaluated in float64 and rounded once."""
+    x, alpha = total.astype(np.float64), np.float64(np.float32(alpha))
+    negative = alpha * np.expm1(x) if elu else alpha * x
+    return np.where(x >= 0, x, negative).astype(np.float32)
+
+
+def requantize_product(a, a_scale, a_zero_point, b, b_scale, out_scale, out_zero_point):
+    """Exact integer product, then float64 requantization with the float32 scales."""
+    accumulated = (np.asarray(a, np.int64) - a_zero_point) @ np.asarray(b, np.int64)
+    wide = lambda scale: f32(scale).astype(np.float64)  # noqa: E731
+    value = accumulated * (wide(a_scale) * wide(b_scale)) / wide(out_scale)
+    return np.clip(np.rint(value) + out_zero_point, 0, 255).astype(np.uint8)
+
+
+def quantized_add(a, a_scale, a_zero_point, b, b_scale, out_scale, out_zero_point, dtype=np.uint8):
+    """((A - AZP) * AS + B * BS) / OS in float32, rounded, plus OZP, clamped."""
+    a_value = (np.asarray(a, np.int32) - a_zero_point).astype(np.float32) * f32(a_scale)
+    b_value = np.asarray(b, np.int32).astype(np.float32) * f32(b_scale)
+    return np.clip(np.rint((a_value + b_value) / f32(out_scale)) + out_zero_point, 0, 255).astype(dtype)
+
+
+def dequantize(q, scale, zero_point):
+    return (np.asarray(q, np.int32) - zero_point).astype(np.float32) * f32(scale)
+
+
+# -- every example, against an independent computation ---------------------------------------------------
+
+
+def test_add(tmp_path):
+    values, folder = run_example("add", tmp_path)
+    a = f32([1, 2.5, -3, 0.1, np.inf, 65504]).astype(np.float16)
+    b = np.fromfile(EXAMPLES / "data" / "add_b.bin", "<f2")
+    expected = (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
+    assert_same(values["Out"].astype(np.float16), expected)
+    assert_same(np.load(folder / "add_out.npy"), expected.reshape(2, 3))
+
+
+def test_add1_in_place_on_a_slice(tmp_path):
+    values, _ = run_example("add1", tmp_path)
+    data = f32([9, 9, -4, -1, 2, 5, 9, 9])
+    data[2:6] = leaky_relu_or_elu(data[2:6] + f32([-2, -1, 0, 1]), 0.1, elu=False)
+    assert_same(values["Data"].astype(np.float32), data)
+
+
+def test_add1_with_a_fused_elu(tmp_path):
+    result = dmlq_cli("run", str(EXAMPLES / "add1_elu.json"), cwd=tmp_path)
+    expected = leaky_relu_or_elu(
+        f32([1, 2, 3, -1, -2, 0.25]) + f32([5, 8, -5, -1, 0.5, -0.25]), 0.5, elu=True
+    )
+    assert_same(printed(result.stdout)["Out"].astype(np.float32), expected)
+    assert_same(np.load(tmp_path / "add1_elu_out.npy"), expected.reshape(2, 3))
+    assert result.stdout == (
+        "Resource 'Out': 6, 10, -0.43233237, -0.43233237, -0.38843492, 0\n"
+        "Resource 'Out' written to 'add1_elu_out.npy'\n"
+    )
+
+
+def test_quantize_linear_per_row(tmp_path):
+    values, folder = run_example("quantize_linear", tmp_path)
+    x = f32(np.arange(8) * 0.5 - 1.5).reshape(2, 4)
+    expected = quantize(x, [[0.25], [0.5]], np.array([[0], [-10]]), -128, 127, np.int8)
+    assert_same(values["Q"].astype(np.int8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantize_linear_out.npy"), expected)
+
+
+def test_dequantize_linear_from_npy(tmp_path):
+    values, folder = run_example("dequantize_linear", tmp_path)
+    q = np.load(EXAMPLES / "data" / "dequantize_input.npy")
+    expected = dequantize(q, [0.5, 0.25, 0.125], 128)
+    assert_same(values["Out"].astype(np.float32), expected.reshape(-1))
+    assert_same(np.load(folder / "dequantize_linear_out.npy"), expected)
+
+
+def test_quantized_linear_add(tmp_path):
+    values, _ = run_example("quantized_linear_add", tmp_path)
+    a = [0, 10, 100, 128, 129, 200, 250, 255]
+    b = [0, 1, 4, 3, 50, 100, 140, 255]
+    expected = quantized_add(a, 0.1, 128, b, 0.05, 0.2, 100)
+    assert_same(values["Out"].astype(np.uint8), expected)
+
+
+def test_quantized_linear_matrix_multiply_with_owned_weights(tmp_path):
+    values, folder = run_example("quantized_linear_matrix_multiply", tmp_path)
+    a = np.array([[130, 120, 140], [100, 160, 128]])
+    b = np.array([[1, -2, 3, -4], [5, 6, -7, 8], [-9, 10, 11, -12]])
+    expected = requantize_product(a, 0.5, 128, b, [0.25, 0.5, 1, 2], 0.75, 100)
+    assert_same(values["Out"].astype(np.uint8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantized_linear_matrix_multiply_out.npy"), expected)
+
+
+def test_quantized_linear_layer(tmp_path):
+    values, folder = run_example("quantized_linear_layer", tmp_path)
+    x = f32([[0.5, -1.2, 2.0, 0.3], [1.5, 0.7, -0.4, -2.1]])
+    w = np.array([[10, -20, 30], [-5, 15, 25], [40, 0, -10], [7, -8, 9]])
+    w_scale = [0.01, 0.02, 0.015]
+    y_scale, y_zero_point = np.array([[0.008], [0.005]]), np.array([[128], [60]])
+    z_scale, z_zero_point = np.array([[0.01], [0.005]]), np.array([[100], [60]])
+    xq = quantize(x, 0.02, 128, 0, 255, np.uint8)
+    yq = requantize_product(xq, 0.02, 128, w, w_scale, y_scale, y_zero_point)
+    zq = np.vstack([
+        quantized_add(yq[row], y_scale[row, 0], y_zero_point[row, 0], [50, -25, 10], 0.002,
+                      z_scale[row, 0], z_zero_point[row, 0])
+        for row in range(2)
+    ])  # fmt: skip
+    out = dequantize(zq, z_scale, z_zero_point)
+    for name, expected in {"xq": xq, "yq": yq, "zq": zq, "out": out}.items():
+        assert_same(values[name].astype(expected.dtype), expected.reshape(-1))
+    assert_same(np.load(folder / "quantized_linear_layer_out.npy"), out)
+    float_layer = x.astype(np.float64) @ (w * np.float64(w_scale)) + np.float64([0.1, -0.05, 0.02])
+    np.testing.assert_allclose(out, float_layer, atol=0.03)  # within the quantization steps
+
+
+def test_every_example_is_tested_and_every_operator_has_one():
+    tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
+              "quantized_linear_matrix_multiply", "quantized_linear_layer"}  # fmt: skip
+    assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
+    types = {
+        dispatchable["type"].removeprefix("DML_OPERATOR_")
+        for path in EXAMPLES.glob("*.json")
+        for dispatchable in json5.loads(path.read_text())["dispatchables"].values()
+    }
+    assert types == {cls.TYPE_NAME for cls in dmlq.ops.OPERATORS}
+
+
+# -- check ------------------------------------------------------------------------------------------------
+
+
+def test_check_valid_everywhere_exits_0(tmp_path):
+    result = dmlq_cli("check", str(EXAMPLES / "quantized_linear_layer.json"), cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "quantize: ELEMENT_WISE_QUANTIZE_LINEAR is valid at 6_4 (lowest feature level: 3_0)",
+        "matmul: QUANTIZED_LINEAR_MATRIX_MULTIPLY is valid at 6_4 (lowest feature level: 4_0)",
+        "add_bias: ELEMENT_WISE_QUANTIZED_LINEAR_ADD is valid at 6_4 (lowest feature level: 4_0)",
+        "dequantize: ELEMENT_WISE_DEQUANTIZE_LINEAR is valid at 6_4 (lowest feature level: 3_0)",
+        "4 of 4 dispatchables valid at feature level 6_4",
+    ]
+
+
+def test_check_invalid_at_a_low_level_exits_1(tmp_path):
+    model = str(EXAMPLES / "quantize_linear.json")
+    result = dmlq_cli("check", model, "--feature-level", "1_0", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "quantize: ELEMENT_WISE_QUANTIZE_LINEAR is NOT valid at 1_0 (lowest feature level: 2_1)",
+        "  dispatchables.quantize.desc.ZeroPointTensor: data type INT8 needs feature level 2_1"
+        " (device is 1_0)",
+        "0 of 1 dispatchables valid at feature level 1_0",
+    ]
+    assert dmlq_cli("check", model, "-l", "2.1", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "missing.json"], "dmlq: error: missing.json: no such file"),
+        (["check", "bad.json"], "dmlq: error: malformed JSON: bad.json:1 Unexpected"),
+        (["check", "bad.json", "--feature-level", "9_9"], "dmlq check: error: argument --feature-level"),
+        (["check"], "dmlq check: error: the following arguments are required: MODEL.json"),
+    ],
+)
+def test_check_usage_and_file_errors_exit_2(tmp_path, args, message):
+    (tmp_path / "bad.json").write_text("{]")
+    result = dmlq_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+# -- errors: one line on stderr naming the JSON path, exit 2 -------------------------------------------------
+
+
+def base_model() -> dict:
+    tensor = {"DataType": "FLOAT32", "Sizes": [4]}
+    return {
+        "resources": {
+            "A": {"initialValuesDataType": "FLOAT32", "initialValues": [1, 2, 3, 4]},
+            "Out": {"initialValuesDataType": "FLOAT32", "initialValues": {"valueCount": 4, "value": 0}},
+        },
+        "dispatchables": {"add": {"type": "ELEMENT_WISE_ADD", "desc": {
+            "ATensor": tensor, "BTensor": tensor, "OutputTensor": tensor}}},
+        "commands": [{"type": "dispatch", "dispatchable": "add",
+                      "bindings": {"ATensor": "A", "BTensor": "A", "OutputTensor": "Out"}}],
+    }  # fmt: skip
+
+
+def broken(edit) -> dict:
+    model = base_model()
+    edit(model)
+    return model
+
+
+ERRORS = {
+    "unknown operator": (
+        broken(lambda m: m["dispatchables"]["add"].update(type="ELEMENT_WISE_FROBNICATE")),
+        "dispatchables.add.type: unknown operator (dmlq runs ELEMENT_WISE_QUANTIZE_LINEAR, ",
+    ),
+    "unknown field": (
+        broken(
+            lambda m: m["dispatchables"]["add"]["desc"].update(ATensor={"DataType": "FLOAT32", "Size": [4]})
+        ),
+        "dispatchables.add.desc.ATensor.Size: unknown field (expected Type, DataType, Sizes, ",
+    ),
+    "bad sizes": (
+        broken(
+            lambda m: m["dispatchables"]["add"]["desc"].update(ATensor={"DataType": "FLOAT32", "Sizes": 4})
+        ),
+        "dispatchables.add.desc.ATensor.Sizes: expected an array, not a number",
+    ),
+    "missing binding": (
+        broken(lambda m: m["commands"][0]["bindings"].pop("BTensor")),
+        "commands[0].bindings: missing binding for BTensor, which the desc declares",
+    ),
+    "buffer too small": (
+        broken(lambda m: m["commands"][0]["bindings"].update(ATensor={"name": "A", "elementOffset": 2})),
+        "commands[0].bindings.ATensor: buffer of 8 bytes is smaller than the 16 bytes its tensor addresses",
+    ),
+    "hlsl dispatchable": (
+        broken(lambda m: m["dispatchables"].update(add={"type": "hlsl", "sourcePath": "add.hlsl"})),
+        "dispatchables.add.type: hlsl dispatchables are not supported by dmlq",
+    ),
+    "onnx dispatchable": (
+        broken(lambda m: m["dispatchables"].update(add={"type": "onnx", "sourcePath": "m.onnx"})),
+        "dispatchables.add.type: onnx dispatchables are not supported by dmlq",
+    ),
+    "image resource": (
+        broken(lambda m: m["resources"]["A"].update(initialValues={"sourcePath": "cat.png"})),
+        "resources.A.initialValues.sourcePath: image files are not supported by dmlq",
+    ),
+    "invalid at the level": (
+        broken(lambda m: m.update(feature_level="2_1")),
+        "dispatchables.add.desc.ATensor: dimension count 1 needs feature level 3_0 (device is 2_1)",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ERRORS)
+def test_model_errors_are_one_line_with_the_json_path(tmp_path, kind):
+    model, message = dict(ERRORS[kind][0]), ERRORS[kind][1]
+    level = model.pop("feature_level", "6_4")
+    (tmp_path / "model.json").write_text(json.dumps(model, indent=2))
+    result = dmlq_cli("run", "model.json", "--feature-level", level, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("dmlq: error: " + message)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_run_error_for_a_missing_file_and_malformed_json(tmp_path):
+    (tmp_path / "bad.json").write_text('{\n  "resources": {},\n  "commands": [1 2]\n}')
+    missing = dmlq_cli("run", "missing.json", cwd=tmp_path)
+    malformed = dmlq_cli("run", "bad.json", cwd=tmp_path)
+    assert (missing.returncode, missing.stderr) == (2, "dmlq: error: missing.json: no such file\n")
+    assert (malformed.returncode, malformed.stderr) == (
+        2, 'dmlq: error: malformed JSON: bad.json:3 Unexpected "2" at column 18\n')  # fmt: skip
+
+
+def test_base_model_runs_at_a_level_that_accepts_it(tmp_path):
+    model = broken(lambda m: m["commands"].append({"type": "print", "resource": "Out"}))
+    (tmp_path / "model.json").write_text(json.dumps(model))
+    result = dmlq_cli("run", "model.json", "--feature-level", "3_0", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "Resource 'Out': 2, 4, 6, 8\n")
+
+
+# -- ops, help, version ------------------------------------------------------------------------------------
+
+
+def test_ops_lists_operators_and_activations(tmp_path):
+    result = dmlq_cli("ops", cwd=tmp_path)
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line.strip()}
+    assert result.returncode == 0
+    assert rows["DML_OPERATOR_QUANTIZED_LINEAR_MATRIX_MULTIPLY"] == ["2_1", "4_0"]
+    assert rows["DML_OPERATOR_ELEMENT_WISE_QUANTIZED_LINEAR_ADD"] == ["4_0", "-"]
+    assert rows["DML_OPERATOR_ACTIVATION_GELU"] == ["5_1", "-"]
+    assert rows["DML_OPERATOR_ACTIVATION_LINEAR"] == ["1_0", "Alpha,", "Beta"]
+    assert {f"DML_OPERATOR_{cls.TYPE_NAME}" for cls in dmlq.ops.OPERATORS} <= rows.keys()
+    assert {f"DML_OPERATOR_{cls.TYPE_NAME}" for cls in dmlq.activations.ACTIVATIONS.values()} <= rows.keys()
+
+
+@pytest.mark.parametrize("subcommand", [[], ["run"], ["check"], ["ops"]])
+def test_help(tmp_path, subcommand):
+    result = dmlq_cli(*subcommand, "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.startswith(" ".join(["usage: dmlq", *subcommand]))
+
+
+def test_version(tmp_path):
+    result = dmlq_cli("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, f"dmlq {dmlq.__version__}\n")
+
+
+@pytest.mark.skipif(shutil.which("dmlq") is None, reason="the dmlq console script is not installed")
+def test_installed_console_script(tmp_path):
+    script = (shutil.which("dmlq"),)
+    result = dmlq_cli("run", str(EXAMPLES / "add1_elu.json"), cwd=tmp_path, program=script)
+    assert result.returncode == 0
+    assert result.stdout == dmlq_cli("run", str(EXAMPLES / "add1_elu.json"), cwd=tmp_path).stdout
+    assert dmlq_cli("--version", cwd=tmp_path, program=script).stdout == f"dmlq {dmlq.__version__}\n"
+
+
+# -- the documented sessions are real ---------------------------------------------------------------------
+
+
+def documented_sessions() -> list[tuple[str, str, str]]:
+    """(file, command, output) for every ``$ dmlq ...`` line in the console blocks of the docs."""
+    sessions = []
+    for page in (EXAMPLES.parent / "README.md", EXAMPLES.parent / "docs" / "cli.md"):
+        text = page.read_text() if page.is_file() else ""
+        for block in text.split("```console\n")[1:]:
+            for session in block.split("```")[0].split("$ ")[1:]:
+                command, _, output = session.partition("\n")
+                if command.startswith("dmlq "):
+                    sessions.append((page.name, command, output.rstrip("\n")))
+    return sessions
+
+
+@pytest.mark.parametrize(
+    ("page", "command", "output"),
+    documented_sessions(),
+    ids=[f"{p}: {c}" for p, c, _ in documented_sessions()],
+)
+def test_documented_output_is_real(tmp_path, page, command, output):
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    result = dmlq_cli(*command.split()[1:], cwd=tmp_path)
+    assert (result.stdout + result.stderr).rstrip("\n") == output
+
+
+def test_the_docs_show_the_three_subcommands():
+    commands = {command.split()[1] for _, command, _ in documented_sessions()}
+    assert {"run", "check", "ops"} <= commands
