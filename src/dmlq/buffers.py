@@ -14,6 +14,8 @@ __all__ = ["buffer_bytes", "tensor_view", "byte_range"]
 def buffer_bytes(buffer: object, where: str, *, writable: bool) -> np.ndarray:
     """The buffer's memory as a flat uint8 array (no copy); DmlError if it cannot serve."""
     if isinstance(buffer, np.ndarray):
+        if buffer.dtype.hasobject:
+            raise DmlError(f"{where}: buffer is an ndarray of Python objects, not of bytes")
         if not buffer.flags.c_contiguous:
             raise DmlError(f"{where}: buffer is a non-contiguous ndarray; pass contiguous memory")
         flat = buffer.reshape(-1).view(np.uint8)

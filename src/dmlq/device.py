@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 
@@ -63,16 +62,8 @@ class Device:
             raise DmlError(
                 f"compile_operator needs a dmlq.ops description, not {type(desc).__name__}"
             )
-        try:
-            _validated(desc, self._feature_level)
-        except TypeError:  # unhashable contents: validate without the cache
-            desc.validate(self._feature_level)
+        desc.validate(self._feature_level)
         return CompiledOperator(desc, self)
-
-
-@lru_cache(maxsize=4096)
-def _validated(desc: OperatorDesc, level: FeatureLevel) -> None:
-    desc.validate(level)
 
 
 class CompiledOperator:

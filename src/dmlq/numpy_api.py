@@ -95,7 +95,8 @@ def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype
     if target.kind == "f":
         if array.dtype.kind == "b":
             raise DmlError(f"{name}: boolean values are not numbers here")
-        return array.astype(target)
+        with np.errstate(over="ignore"):  # beyond float32's range is infinity, which saturates
+            return array.astype(target)
     return _convert_integers(array, name, target)
 
 

@@ -62,6 +62,8 @@ class TensorDesc:
         object.__setattr__(self, "sizes", _plain_ints(self.sizes))
         if self.strides is not None:
             object.__setattr__(self, "strides", _plain_ints(self.strides))
+        for name in ("total_tensor_size_in_bytes", "flags", "guaranteed_base_offset_alignment"):
+            object.__setattr__(self, name, _plain_int(getattr(self, name)))
         if self.total_tensor_size_in_bytes is None:
             object.__setattr__(self, "total_tensor_size_in_bytes", _safe_size(self))
 
@@ -100,8 +102,8 @@ def calc_buffer_tensor_size(desc: TensorDesc) -> int:
     4
     """
     data_type = DataType.parse(desc.data_type)
-    if not desc.sizes or data_type.bits == 0:
-        return 0
+    if not desc.sizes or min(desc.sizes) < 1 or data_type.bits == 0:
+        return 0  # nothing addressed (and no negative sizes from a zero-sized strided dimension)
     total_bits = _addressed_elements(desc.sizes, desc.strides) * data_type.bits
     total_bytes = -(-total_bits // 8)
     return (total_bytes + 3) & ~3
@@ -159,14 +161,21 @@ def _check_strides(desc: TensorDesc, is_output: bool) -> str | None:
 
 
 def _output_stride_problem(sizes: Sequence[int], strides: Sequence[int]) -> str | None:
-    """Refuse output layouts that write two elements to one address."""
+    """Refuse output layouts that could write two elements to one address.
+
+    Nested layouts (padding, any permutation) pass; interleaved ones such as sizes {3, 3} with
+    strides {2, 3} are refused even where no two elements happen to collide.
+    """
     for axis, (size, stride) in enumerate(zip(sizes, strides)):
         if size > 1 and stride == 0:
             return f"strides[{axis}] is 0 on an output (two elements would share an address)"
     extent = 1
     for size, stride in sorted((p for p in zip(sizes, strides) if p[0] > 1), key=lambda p: p[1]):
         if stride < extent:
-            return "output strides map two elements to one address"
+            return (
+                f"output strides {list(strides)} overlap or interleave (taken by increasing "
+                "stride, each must step past the extent of the smaller ones)"
+            )
         extent = stride * (size - 1) + extent
     return None
 
@@ -207,13 +216,16 @@ def _check_flags(desc: TensorDesc, is_output: bool) -> str | None:
 
 def _plain_ints(values: Sequence[object]) -> tuple[object, ...]:
     """NumPy integers become Python ints; anything else stays for validation to report."""
-    result = []
-    for value in values:
-        try:
-            result.append(value if isinstance(value, bool) else operator.index(value))
-        except TypeError:
-            result.append(value)
-    return tuple(result)
+    return tuple(_plain_int(value) for value in values)
+
+
+def _plain_int(value: object) -> object:
+    if isinstance(value, (bool, int)):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 def _is_int(value: object) -> bool:

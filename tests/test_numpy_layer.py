@@ -1,0 +1,354 @@
+"""The NumPy layer's contract (API.md): argument errors, dtype rules, shapes, ``out=``, inputs kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import DmlError, activations
+
+U8, I8 = np.uint8, np.int8
+QL_ADD_ARGS = dict(
+    a=U8([1, 2]),
+    a_scale=0.1,
+    a_zero_point=None,
+    b=U8([3, 4]),
+    b_scale=0.2,
+    b_zero_point=None,
+    output_scale=0.3,
+    output_zero_point=None,
+)
+MATMUL_ARGS = dict(
+    a=U8([[1, 2, 3], [4, 5, 6]]),
+    a_scale=0.1,
+    a_zero_point=None,
+    b=I8([[1], [2], [3]]),
+    b_scale=0.2,
+    b_zero_point=None,
+    output_scale=0.3,
+    output_zero_point=None,
+)
+
+
+def quantize(**changes):
+    return dmlq.quantize_linear(**({"x": [1.0, 2.0], "scale": 0.5} | changes))
+
+
+def dequantize(**changes):
+    return dmlq.dequantize_linear(**({"q": U8([1, 2]), "scale": 0.5} | changes))
+
+
+def add(**changes):
+    return dmlq.add(**({"a": np.float32([1, 2]), "b": np.float32([3, 4])} | changes))
+
+
+def quantized_add(**changes):
+    return dmlq.quantized_linear_add(**(QL_ADD_ARGS | changes))
+
+
+def matmul(**changes):
+    return dmlq.quantized_linear_matrix_multiply(**(MATMUL_ARGS | changes))
+
+
+FUNCTIONS = {
+    "quantize": quantize,
+    "dequantize": dequantize,
+    "add": add,
+    "qladd": quantized_add,
+    "qlmm": matmul,
+}
+
+BAD_ARGUMENTS = [
+    # (function, changes, argument named first in the message)
+    ("quantize", dict(scale=0.0), "scale"),
+    ("quantize", dict(scale=np.float32(np.nan)), "scale"),
+    ("quantize", dict(scale=np.inf), "scale"),
+    ("quantize", dict(scale=[0.5, 0.0]), "scale"),
+    ("quantize", dict(scale=1e-50), "scale"),  # zero once it is a float32
+    ("quantize", dict(scale="0.5"), "scale"),
+    ("quantize", dict(scale=np.int32(2)), "scale"),
+    ("quantize", dict(scale=None), "scale"),
+    ("quantize", dict(zero_point=np.int32(3)), "zero_point"),
+    ("quantize", dict(zero_point=np.uint16(3)), "zero_point"),
+    ("quantize", dict(zero_point=300), "zero_point"),
+    ("quantize", dict(zero_point=-1), "zero_point"),
+    ("quantize", dict(zero_point=2.5), "zero_point"),
+    ("quantize", dict(zero_point=I8(3), dtype=np.uint8), "dtype"),
+    ("quantize", dict(zero_point=U8(3), dtype="int8"), "dtype"),
+    ("quantize", dict(dtype=np.int16), "dtype"),
+    ("quantize", dict(dtype="float32"), "dtype"),
+    ("quantize", dict(dtype="bogus"), "dtype"),
+    ("quantize", dict(x="abc"), "x"),
+    ("quantize", dict(x=["1", "2"]), "x"),
+    ("quantize", dict(x=np.int64([1])), "x"),
+    ("quantize", dict(x=np.uint8([1])), "x"),
+    ("quantize", dict(x=np.array([True])), "x"),
+    ("quantize", dict(x=np.complex64([1])), "x"),
+    ("quantize", dict(x=None), "x"),
+    ("quantize", dict(x=[[1.0], [1.0, 2.0]]), "x"),
+    ("quantize", dict(x=np.zeros((1,) * 9, np.float32)), "x"),
+    ("quantize", dict(x=np.zeros((2, 3), np.float32), scale=np.ones(2, np.float32)), "x, scale"),
+    ("quantize", dict(x=[1.0, 2.0], scale=0.5, zero_point=U8([1, 2, 3])), "x, scale, zero_point"),
+    ("dequantize", dict(scale=0.0), "scale"),
+    ("dequantize", dict(scale=-np.inf), "scale"),
+    ("dequantize", dict(scale=np.float16(1e-8)), "scale"),
+    ("dequantize", dict(zero_point=I8(1)), "zero_point"),
+    ("dequantize", dict(zero_point=np.int32([1])), "zero_point"),
+    ("dequantize", dict(q=np.int64([1])), "q"),
+    ("dequantize", dict(q=np.float32([1])), "q"),
+    ("dequantize", dict(q=[1.5]), "q"),
+    ("dequantize", dict(q=[1, 300]), "q"),
+    ("dequantize", dict(q="1"), "q"),
+    ("dequantize", dict(q=np.zeros((1,) * 9, U8)), "q"),
+    ("dequantize", dict(q=U8([1, 2, 3]), scale=np.float32([1, 2])), "q, scale"),
+    ("add", dict(a=np.float32([1]), b=np.float16([1])), "a, b"),
+    ("add", dict(a=np.float16([1]), b=np.float32([1])), "a, b"),
+    ("add", dict(a=np.int32([1])), "a"),
+    ("add", dict(b=np.uint8([1])), "b"),
+    ("add", dict(a="x"), "a"),
+    ("add", dict(a=np.zeros((2, 3), np.float32), b=np.zeros(2, np.float32)), "a, b"),
+    ("add", dict(a=np.zeros((1,) * 9, np.float32)), "a"),
+    ("add", dict(out=np.zeros(2, np.float64)), "out"),
+    ("add", dict(out=np.zeros(3, np.float32)), "out"),
+    ("add", dict(out=[0.0, 0.0]), "out"),
+    ("add", dict(out=np.broadcast_to(np.float32(0), (2,))), "out"),
+    ("add", dict(fused_activation="swish"), "fused_activation"),
+    ("add", dict(fused_activation="linear"), "fused_activation"),
+    ("add", dict(fused_activation=3), "fused_activation"),
+    ("add", dict(fused_activation=activations.LeakyRelu(alpha="x")), "ElementWiseAdd1.fused_activation"),
+    ("qladd", dict(a_scale=[0.1, 0.2]), "a_scale"),
+    ("qladd", dict(b_zero_point=U8([1, 2])), "b_zero_point"),
+    ("qladd", dict(output_scale=0.0), "output_scale"),
+    ("qladd", dict(a_zero_point=I8(0)), "a_zero_point"),
+    ("qladd", dict(a=np.int16([1, 2])), "a"),
+    ("qladd", dict(b=U8([1, 2, 3])), "a, b"),
+    ("qladd", dict(output_zero_point=I8(0), dtype="uint8"), "dtype"),
+    ("qladd", dict(output_zero_point=np.int32(0)), "output_zero_point"),
+    ("qladd", dict(a=[1, 256]), "a"),
+    ("qlmm", dict(a_scale=np.float32([0.1, 0.2, 0.3])), "a_scale"),  # (K,) varies along K
+    ("qlmm", dict(a_scale=np.float32([[0.1, 0.2, 0.3]])), "a_scale"),
+    ("qlmm", dict(b_scale=np.float32([[0.1], [0.2], [0.3]])), "b_scale"),
+    ("qlmm", dict(a_zero_point=U8([[1, 2, 3]])), "a_zero_point"),
+    ("qlmm", dict(b_zero_point=I8([[1], [2], [3]])), "b_zero_point"),
+    ("qlmm", dict(output_scale=np.float32([0.1, 0.2])), "output_scale"),  # per-column output
+    ("qlmm", dict(a_scale=np.float32([[[0.1]], [[0.2]]])), "a_scale"),  # per-batch
+    ("qlmm", dict(a_scale=0.0), "a_scale"),
+    ("qlmm", dict(a=U8([1, 2, 3])), "a"),
+    ("qlmm", dict(a=np.zeros((1, 1, 1, 2, 3), U8)), "a"),
+    ("qlmm", dict(b=I8([[1], [2]])), "a, b"),
+    ("qlmm", dict(a=np.zeros((2, 2, 3), U8), b=np.zeros((3, 3, 1), I8)), "a, b"),
+    ("qlmm", dict(output_zero_point=U8(0), dtype=np.int8), "dtype"),
+    ("qlmm", dict(b=np.float32([[1], [2], [3]])), "b"),
+]
+
+
+@pytest.mark.parametrize("function, changes, argument", BAD_ARGUMENTS)
+def test_bad_arguments_raise_value_error_naming_the_argument(
+    function: str, changes: dict, argument: str
+) -> None:
+    with pytest.raises(ValueError) as error:
+        FUNCTIONS[function](**changes)
+    assert isinstance(error.value, DmlError)
+    assert str(error.value).startswith(f"{argument}:") or str(error.value).startswith(f"{argument} "), (
+        error.value
+    )
+
+
+# -- shapes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "function, changes, shape, dtype",
+    [
+        ("quantize", dict(x=np.zeros((0, 3), np.float32)), (0, 3), np.uint8),
+        ("quantize", dict(x=np.zeros((2, 0)), zero_point=I8(1)), (2, 0), np.int8),
+        ("dequantize", dict(q=np.zeros((3, 0), np.int16), scale=np.float16(1)), (3, 0), np.float16),
+        ("add", dict(a=np.zeros((0, 2), np.float16), b=np.float16([1, 2])), (0, 2), np.float16),
+        ("qladd", dict(a=np.zeros((0,), I8), b=I8(3)), (0,), np.int8),
+        ("qlmm", dict(a=np.zeros((0, 3), U8)), (0, 1), np.uint8),
+        ("qlmm", dict(b=np.zeros((3, 0), I8)), (2, 0), np.uint8),
+        ("qlmm", dict(a=np.zeros((2, 0, 3), U8)), (2, 0, 1), np.uint8),
+    ],
+)
+def test_zero_size_gives_an_empty_result(function: str, changes: dict, shape: tuple, dtype) -> None:
+    result = FUNCTIONS[function](**changes)
+    assert result.shape == shape and result.dtype == dtype
+
+
+def test_matmul_with_k_zero_gives_the_output_zero_point() -> None:
+    got = matmul(a=np.zeros((2, 0), U8), b=np.zeros((0, 3), I8), output_zero_point=U8([[7], [9]]))
+    assert got.tolist() == [[7, 7, 7], [9, 9, 9]]
+
+
+@pytest.mark.parametrize(
+    "function, changes, value",
+    [
+        ("quantize", dict(x=np.float32(2.5), scale=1.0), 2),
+        ("quantize", dict(x=2.5, scale=np.float32(1.0), zero_point=I8(-1)), 1),
+        ("dequantize", dict(q=U8(5), scale=2.0, zero_point=3), 4.0),
+        ("add", dict(a=np.float32(1.5), b=2.0), 3.5),
+        ("qladd", dict(a=U8(10), b=U8(20)), 17),  # (1 + 4) / 0.3
+    ],
+)
+def test_zero_dimensional_gives_zero_dimensional(function: str, changes: dict, value) -> None:
+    result = FUNCTIONS[function](**changes)
+    assert isinstance(result, np.ndarray) and result.shape == () and result.item() == value
+
+
+def test_broadcasting_like_numpy() -> None:
+    x = np.float32([[1.0], [2.0], [3.0]])
+    got = dmlq.quantize_linear(x, np.float32([0.5, 1.0]), U8([[0], [1], [2]]))
+    assert got.tolist() == [[2, 1], [5, 3], [8, 5]]
+    assert dmlq.add(np.float32([[1], [2]]), np.float32([10, 20, 30])).shape == (2, 3)
+    assert dmlq.quantized_linear_add(
+        U8([[1], [2]]), 1.0, None, U8([1, 2, 3]), 1.0, None, 1.0, None
+    ).shape == (2, 3)
+
+
+def test_matmul_scale_shapes() -> None:
+    a, b = U8([[1, 2], [3, 4], [5, 6]]), I8([[1, -1], [2, -2]])
+    per_row = matmul(a=a, b=b, a_scale=np.float32([[1], [2], [3]]), b_scale=1.0, output_scale=1.0)
+    assert per_row.tolist() == [[5, 0], [22, 0], [51, 0]]
+    per_column = [
+        matmul(a=a, b=b, a_scale=1.0, b_scale=scale, output_scale=1.0, dtype="int8")
+        for scale in (np.float32([1, 2]), np.float32([[1, 2]]), [1.0, 2.0])
+    ]
+    assert all(p.tolist() == [[5, -10], [11, -22], [17, -34]] for p in per_column)
+    per_row_output = matmul(
+        a=a,
+        b=b,
+        a_scale=1.0,
+        b_scale=1.0,
+        output_scale=[[1.0], [2.0], [4.0]],
+        output_zero_point=[[0], [1], [2]],
+    )
+    assert per_row_output.tolist() == [[5, 0], [7, 0], [6, 0]]  # 11 / 2 = 5.5 rounds to 6
+
+
+# -- dtype rules ------------------------------------------------------------------------------
+
+
+def test_quantize_output_dtype_rules() -> None:
+    assert quantize().dtype == np.uint8
+    assert quantize(dtype="int8").dtype == np.int8
+    assert quantize(dtype=np.uint8).dtype == np.uint8
+    assert quantize(zero_point=I8(0)).dtype == np.int8
+    assert quantize(zero_point=I8([0, 1])).dtype == np.int8
+    assert quantize(zero_point=5, dtype="int8").tolist() == [7, 9]  # a Python int takes the output's type
+    assert quantize(zero_point=-5, dtype="int8").tolist() == [-3, -1]
+    assert quantize(zero_point=I8(5), dtype="int8").dtype == np.int8  # agreeing is fine
+
+
+def test_operand_conversions() -> None:
+    x64 = np.float64([0.3, 1.7, -2.2])
+    assert np.array_equal(dmlq.quantize_linear(x64, 0.5), dmlq.quantize_linear(x64.astype(np.float32), 0.5))
+    assert dmlq.quantize_linear(np.float16([1.0]), 0.25).tolist() == [4]  # Python scale becomes float16
+    assert dmlq.quantize_linear(np.int32([7]), 2.0).tolist() == [4]  # int32 with a float32 scale
+    assert dmlq.dequantize_linear(U8([2]), np.float16(0.5)).dtype == np.float16
+    assert dmlq.dequantize_linear(U8([2]), np.float64(0.5)).dtype == np.float32
+    assert dmlq.dequantize_linear([1, 300], 1.0, np.int16(0)).tolist() == [1.0, 300.0]  # list takes zp's type
+    assert dmlq.dequantize_linear([-3], 1.0, I8(0)).tolist() == [-3.0]
+    assert dmlq.add(1.0, 2.0).dtype == np.float32
+    assert dmlq.add([1.0], np.float16([2.0])).dtype == np.float16
+    assert dmlq.add(np.float64([1.0]), [2.0]).dtype == np.float32
+    assert dmlq.quantized_linear_add([200], 1.0, None, [100], 1.0, None, 1.0, None).dtype == np.uint8
+    assert dmlq.quantized_linear_add([-100], 1.0, I8(0), I8([100]), 1.0, None, 1.0, None).dtype == np.int8
+    assert dmlq.quantized_linear_add(I8([-100]), 1.0, None, U8([100]), 1.0, None, 1.0, None).dtype == np.int8
+    assert matmul(a=I8([[1, 2, 3]])).dtype == np.int8  # the dtype of a
+    assert matmul(output_zero_point=I8(0)).dtype == np.int8
+
+
+def test_non_contiguous_reversed_and_big_endian_inputs() -> None:
+    base = np.arange(24, dtype=np.float32).reshape(4, 6) / 4
+    views = [base[::2, 1::2], base[::-1], base.T, base.astype(">f4")]
+    for view in views:
+        assert np.array_equal(
+            dmlq.quantize_linear(view, 0.5), dmlq.quantize_linear(np.ascontiguousarray(view), 0.5)
+        )
+        assert np.array_equal(dmlq.add(view, view[..., ::-1]), np.ascontiguousarray(view) + view[..., ::-1])
+
+
+# -- out= -------------------------------------------------------------------------------------
+
+
+def test_out_is_written_and_returned() -> None:
+    out = np.zeros(2, np.float32)
+    assert add(out=out) is out and out.tolist() == [4.0, 6.0]
+
+
+@pytest.mark.parametrize("alias", ["a", "b"])
+def test_out_aliasing_an_input_in_place(alias: str, rng: np.random.Generator) -> None:
+    a = rng.standard_normal((64, 33)).astype(np.float32)
+    b = rng.standard_normal((64, 33)).astype(np.float32)
+    want = dmlq.add(a.copy(), b.copy(), fused_activation="elu")
+    target = a if alias == "a" else b
+    assert dmlq.add(a, b, fused_activation="elu", out=target) is target
+    assert np.array_equal(target, want)
+
+
+def test_out_aliasing_with_broadcast_and_shifted_views() -> None:
+    x = np.arange(8, dtype=np.float32)
+    dmlq.add(x[:7], x[1:], out=x[1:])  # out overlaps both inputs, shifted by one element
+    assert x.tolist() == [0, 1, 3, 5, 7, 9, 11, 13]
+    y = np.ones((3, 3), np.float32) * np.arange(3, dtype=np.float32)
+    want = y + y.T
+    dmlq.add(y, y.T, out=y.T)  # out is b's exact layout, and overlaps a transposed
+    assert np.array_equal(y.T, want)
+    row = np.float32([1, 2, 3])
+    grid = np.zeros((2, 3), np.float32)
+    dmlq.add(row, grid, out=grid)
+    assert grid.tolist() == [[1, 2, 3], [1, 2, 3]]
+
+
+def test_out_refuses_read_only() -> None:
+    out = np.zeros(2, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="^out: "):
+        add(out=out)
+
+
+# -- inputs are never modified ---------------------------------------------------------------
+
+
+def test_inputs_are_never_modified(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    q = rng.integers(0, 256, (5, 7)).astype(np.uint8)
+    s, zp = np.float32([[0.1], [0.2], [0.3], [0.4], [0.5]]), np.uint8([[1], [2], [3], [4], [5]])
+    b = rng.integers(-128, 128, (7, 4)).astype(np.int8)
+    arguments = [x, q, s, zp, b]
+    copies = [argument.copy() for argument in arguments]
+    dmlq.quantize_linear(x, s, zp)
+    dmlq.dequantize_linear(q, s, zp)
+    dmlq.add(x, x.T.T, fused_activation="gelu")
+    dmlq.quantized_linear_add(q, 0.1, np.uint8(3), q[::-1], 0.2, None, 0.3, np.uint8(4))
+    dmlq.quantized_linear_matrix_multiply(q, s, zp, b, 0.01, np.int8(2), 0.5, None)
+    for argument, copy in zip(arguments, copies):
+        assert np.array_equal(argument, copy)
+
+
+def test_readme_one_liner_in_a_fresh_interpreter() -> None:
+    source = Path(__file__).resolve().parents[1] / "src"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(
+        [sys.executable, "-c", "import dmlq; print(dmlq.quantize_linear([0.5, 1.5, 2.5], 1.0))"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout == "[0 2 2]\n"
+
+
+def test_values_beyond_float32_become_infinities_without_warnings() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dmlq.quantize_linear([1e40, -1e40, 3.0], 1.0, I8(0)).tolist() == [127, -128, 3]
+        assert dmlq.add(np.float64([1e300]), [1.0]).tolist() == [np.inf]

@@ -1,0 +1,252 @@
+"""Property-based tests over random descriptions, levels and buffers (hypothesis).
+
+1. Any description either compiles or raises DmlError -- never another exception.
+2. A compiled operator run on random bytes writes only the bytes of its output's elements
+   (guard bytes around the buffer and gaps between strided elements stay intact), never
+   modifies an input, gives the same bytes as the same operator on packed copies of its
+   tensors (layouts change nothing), and the same result in place (ADD/ADD1 on an identical
+   range).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from conftest import element_offsets
+from dmlq import DataType, Device, DmlError, FeatureLevel, TensorDesc, activations, ops
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+GUARD = 16
+ALIGNMENTS = [0, 1, 2, 3, 4, 8, 16, 32, 64, 256]
+ALL_TYPES = list(DataType)
+
+
+@st.composite
+def layouts(draw, data_type: DataType, sizes: list[int], is_output: bool) -> TensorDesc:
+    """A description over ``sizes``: packed, permuted, padded or (inputs) broadcasting."""
+    kind = draw(st.sampled_from(["packed", "permuted", "padded", "broadcast"]))
+    strides = None
+    if kind in ("permuted", "padded"):
+        order = draw(st.permutations(range(len(sizes)))) if kind == "permuted" else list(range(len(sizes)))
+        pad = draw(st.integers(0, 2)) if kind == "padded" else 0
+        strides, step = [0] * len(sizes), 1
+        for axis in reversed(order):
+            strides[axis] = step
+            step *= sizes[axis] + pad
+    elif kind == "broadcast" and not is_output and sizes:
+        strides = [
+            draw(st.sampled_from([0, stride])) for stride in TensorDesc(data_type, sizes).element_strides
+        ]
+    return TensorDesc(data_type, sizes, strides)
+
+
+@st.composite
+def mutated(draw, desc: TensorDesc | None, is_output: bool) -> TensorDesc | None:
+    """``desc`` itself most of the time, else with one field broken or changed at random."""
+    if desc is None:
+        return None
+    change = draw(
+        st.sampled_from(["none"] * 8 + ["type", "sizes", "strides", "total", "alignment", "flags", "absent"])
+    )
+    fields = dataclasses.asdict(desc)
+    if change == "absent":
+        return None
+    if change == "type":
+        fields["data_type"] = draw(st.sampled_from(ALL_TYPES))
+    elif change == "sizes":
+        fields["sizes"] = draw(st.lists(st.integers(0, 3), min_size=0, max_size=9))
+        fields["strides"] = None
+    elif change == "strides":
+        count = draw(st.sampled_from([len(desc.sizes), len(desc.sizes) + 1, max(len(desc.sizes) - 1, 0)]))
+        fields["strides"] = draw(st.lists(st.integers(-1, 6), min_size=count, max_size=count))
+    elif change == "alignment":
+        fields["guaranteed_base_offset_alignment"] = draw(st.sampled_from(ALIGNMENTS))
+    elif change == "flags":
+        fields["flags"] = draw(st.sampled_from([0, 1, 2, 3]))
+    if change in ("type", "sizes", "strides", "total"):
+        fields["total_tensor_size_in_bytes"] = draw(st.one_of(st.none(), st.integers(0, 512)))
+    return TensorDesc(**fields)
+
+
+@st.composite
+def activation_choices(draw) -> activations.Activation | None:
+    cls = draw(st.sampled_from([None, *activations.ACTIVATIONS.values()]))
+    if cls is None:
+        return None
+    values = st.one_of(st.floats(-4, 4, allow_nan=False), st.sampled_from([0.0, 0.5, 1.0, math.nan]))
+    return cls(**{f.name: draw(values) for f in dataclasses.fields(cls)})
+
+
+BYTE_TYPES = [DataType.UINT8, DataType.INT8]
+
+
+@st.composite
+def element_wise(draw, cls) -> ops.OperatorDesc:
+    sizes = draw(st.lists(st.integers(1, 3), min_size=1, max_size=8))
+    if cls is ops.ElementWiseQuantizeLinear:
+        x = draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16, DataType.INT32]))
+        scale = DataType.FLOAT32 if x == DataType.INT32 else x
+        out = draw(st.sampled_from(BYTE_TYPES))
+        types = {"input": x, "scale": scale, "zero_point": out, "output": out}
+    elif cls is ops.ElementWiseDequantizeLinear:
+        x = draw(
+            st.sampled_from([DataType.UINT8, DataType.INT8, DataType.UINT16, DataType.INT16, DataType.INT32])
+        )
+        out = draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16]))
+        types = {"input": x, "scale": out, "zero_point": x, "output": out}
+    else:
+        kinds = [DataType.FLOAT32, DataType.FLOAT16] + (
+            [DataType.INT32, DataType.UINT8] if cls is ops.ElementWiseAdd else []
+        )
+        kind = draw(st.sampled_from(kinds))
+        types = {"a": kind, "b": kind, "output": kind}
+    fields = {name: draw(layouts(t, sizes, name == "output")) for name, t in types.items()}
+    if cls is ops.ElementWiseAdd1:
+        fields["fused_activation"] = draw(activation_choices())
+    return cls(**fields)
+
+
+@st.composite
+def quantized(draw, cls) -> ops.OperatorDesc:
+    a_type, b_type, out_type = (draw(st.sampled_from(BYTE_TYPES)) for _ in range(3))
+    scale = DataType.FLOAT32
+    if cls is ops.ElementWiseQuantizedLinearAdd:
+        sizes = draw(st.lists(st.integers(1, 3), min_size=1, max_size=8))
+        a_sizes = b_sizes = out_sizes = sizes
+        quant = {name: [1] * len(sizes) for name in ("a", "b", "output")}
+    else:
+        batch = draw(st.lists(st.integers(1, 2), min_size=0, max_size=2))
+        m, k, n = (draw(st.integers(1, 4)) for _ in range(3))
+        a_sizes, b_sizes, out_sizes = batch + [m, k], batch + [k, n], batch + [m, n]
+        rank = draw(st.integers(2, 4))
+        ones = [1] * (rank - 2)
+        quant = {
+            "a": draw(st.sampled_from([[1] * rank, ones + [m, 1]])),
+            "b": draw(st.sampled_from([[1] * rank, ones + [1, n]])),
+            "output": draw(st.sampled_from([[1] * rank, ones + [m, 1]])),
+        }
+        if all(sizes == [1] * rank for sizes in quant.values()) and draw(st.booleans()):
+            quant = {side: [1] for side in quant}
+    types = {"a": a_type, "b": b_type, "output": out_type}
+    data = {"a": a_sizes, "b": b_sizes, "output": out_sizes}
+    fields = {}
+    for side in ("a", "b", "output"):
+        fields[side] = draw(layouts(types[side], data[side], side == "output"))
+        fields[f"{side}_scale"] = draw(layouts(scale, quant[side], False))
+        present = draw(st.booleans())
+        fields[f"{side}_zero_point"] = draw(layouts(types[side], quant[side], False)) if present else None
+    return cls(**fields)
+
+
+@st.composite
+def descriptions(draw) -> tuple[ops.OperatorDesc, FeatureLevel]:
+    cls = draw(st.sampled_from(ops.OPERATORS))
+    if cls in (ops.ElementWiseQuantizedLinearAdd, ops.QuantizedLinearMatrixMultiply):
+        desc = draw(quantized(cls))
+    else:
+        desc = draw(element_wise(cls))
+    if draw(st.booleans()):
+        desc = desc.replace(
+            **{f.name: draw(mutated(getattr(desc, f.name), f.is_output)) for f in desc.FIELDS}
+        )
+    level = draw(st.one_of(st.just(FeatureLevel.newest()), st.sampled_from(sorted(FeatureLevel))))
+    return desc, level
+
+
+def compile_or_none(desc: ops.OperatorDesc, level: FeatureLevel):
+    try:
+        return Device(level).compile_operator(desc)
+    except DmlError:
+        return None
+
+
+@SETTINGS
+@given(descriptions())
+def test_compile_succeeds_or_raises_dml_error(case) -> None:
+    desc, level = case
+    try:
+        Device(level).compile_operator(desc)
+    except DmlError as error:
+        assert str(error).startswith(type(desc).__name__)
+        assert f"(device is {level.label})" in str(error)
+
+
+def aligned_buffer(rng: np.random.Generator, nbytes: int, alignment: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random bytes: the whole allocation, and the slice handed to execute (guards on both sides)."""
+    step = max(alignment, 64)
+    raw = np.frombuffer(rng.bytes(nbytes + 2 * GUARD + 2 * step), np.uint8).copy()
+    start = GUARD + (-(raw.ctypes.data + GUARD) % step)
+    return raw, raw[start : start + nbytes]
+
+
+def element_bytes(desc: TensorDesc) -> np.ndarray:
+    """Byte offsets of every element of ``desc`` (relative to the buffer start)."""
+    size = desc.data_type.bits // 8
+    offsets = np.array(element_offsets(desc.sizes, desc.element_strides)) * size
+    return (offsets[:, None] + np.arange(size)).ravel()
+
+
+def logical(buffer: np.ndarray, desc: TensorDesc) -> np.ndarray:
+    """The tensor's elements read through its strides, as a packed array of its sizes."""
+    offsets = element_offsets(desc.sizes, desc.element_strides)
+    return np.frombuffer(buffer, desc.data_type.dtype, count=max(offsets) + 1)[offsets].reshape(desc.sizes)
+
+
+def packed_result(desc: ops.OperatorDesc, level: FeatureLevel, inputs: list[np.ndarray | None]) -> np.ndarray:
+    """The operator's output computed on packed copies of the same logical inputs."""
+    packed = {f.name: TensorDesc(t.data_type, t.sizes) for f, t in desc.tensors() if t is not None}
+    op = Device(level).compile_operator(desc.replace(**packed))
+    tensors = [getattr(desc, f.name) for f in desc.input_fields()]
+    values = [None if b is None else np.ascontiguousarray(logical(b, t)) for b, t in zip(inputs, tensors)]
+    out = np.zeros(desc.output.sizes, desc.output.data_type.dtype)
+    op.execute(values, [out])
+    return out
+
+
+def execution_inputs(rng, desc: ops.OperatorDesc) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    buffers = []
+    for tensor_field in desc.input_fields():
+        tensor = getattr(desc, tensor_field.name)
+        if tensor is None:
+            buffers.append(None)
+            continue
+        nbytes = tensor.addressed_bytes + int(rng.integers(0, 8))
+        buffers.append(aligned_buffer(rng, nbytes, tensor.guaranteed_base_offset_alignment))
+    return buffers
+
+
+@SETTINGS
+@given(descriptions(), st.integers(0, 2**32 - 1))
+def test_execute_writes_only_the_output_elements_and_keeps_inputs(case, seed: int) -> None:
+    desc, level = case
+    op = compile_or_none(desc, level)
+    event(f"{type(desc).__name__} {'compiled' if op else 'refused'}")
+    if op is None:
+        return
+    rng = np.random.default_rng(seed)
+    inputs = execution_inputs(rng, desc)
+    before = [None if b is None else b[0].copy() for b in inputs]
+    output = desc.output
+    raw, view = aligned_buffer(rng, output.addressed_bytes, output.guaranteed_base_offset_alignment)
+    untouched = raw.copy()
+    op.execute([None if b is None else b[1] for b in inputs], [view])
+    for buffer, copy in zip(inputs, before):
+        assert buffer is None or np.array_equal(buffer[0], copy)
+    packed = packed_result(desc, level, [None if b is None else b[1] for b in inputs])
+    assert logical(view, output).tobytes() == packed.tobytes()
+    written = np.zeros(raw.size, bool)
+    written[view.ctypes.data - raw.ctypes.data + element_bytes(output)] = True
+    assert np.array_equal(raw[~written], untouched[~written])
+    if desc.IN_PLACE and desc.a == output:
+        event("in place")
+        in_place = inputs[0][1]
+        op.execute([in_place, inputs[1][1]], [in_place])
+        same = element_bytes(output)
+        assert np.array_equal(in_place[same], view[same])
