@@ -8,6 +8,7 @@ NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,6 +69,8 @@ def _names(dtypes: Sequence[np.dtype]) -> str:
 
 
 def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+    if array.dtype == dtype:
+        return array
     if array.dtype.kind not in "iu":
         raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
     info = np.iinfo(dtype)
@@ -107,11 +110,17 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
         raise DmlError(f"{name}: dtype {array.dtype} is not a float type")
     if array.dtype.kind == "b":
         raise DmlError(f"{name}: boolean values are not scales")
-    with np.errstate(over="ignore"):
-        array = array.astype(dtype)
-    if not np.all(np.isfinite(array)):
+    if array.dtype != dtype:
+        with np.errstate(over="ignore"):
+            array = array.astype(dtype)
+    if array.size == 1:  # one scale: plain float tests cost far less than ufuncs
+        value = float(array.reshape(-1)[0])
+        finite, zero = math.isfinite(value), value == 0
+    else:
+        finite, zero = bool(np.all(np.isfinite(array))), bool(np.any(array == 0))
+    if not finite:
         raise DmlError(f"{name}: scales must be finite (got {array[~np.isfinite(array)][0]})")
-    if np.any(array == 0):
+    if zero:
         raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
     return array
 
@@ -147,15 +156,27 @@ def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
 
 def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
     present = {name: a for name, a in arrays.items() if a is not None}
-    try:
-        shape = np.broadcast_shapes(*(a.shape for a in present.values()))
-    except ValueError:
+    shape = _broadcast_shapes([a.shape for a in present.values()])
+    if shape is None:
         shapes = ", ".join(f"{name} {a.shape}" for name, a in present.items())
-        raise DmlError(f"{', '.join(present)}: shapes do not broadcast ({shapes})") from None
+        raise DmlError(f"{', '.join(present)}: shapes do not broadcast ({shapes})")
     if len(shape) > MAX_DIMENSION_COUNT:
         widest = max(present, key=lambda name: present[name].ndim)
         raise DmlError(f"{widest}: {len(shape)} dimensions; DirectML tensors have at most 8")
     return shape
+
+
+def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """NumPy's broadcasting of ``shapes`` (None when they do not broadcast), cheap for few dims."""
+    ndim = max(len(shape) for shape in shapes)
+    result = [1] * ndim
+    for shape in shapes:
+        for axis, size in enumerate(shape, ndim - len(shape)):
+            if size != result[axis]:
+                if result[axis] != 1 and size != 1:
+                    return None
+                result[axis] = size if result[axis] == 1 else result[axis]
+    return tuple(result)
 
 
 # -- descriptions from arrays ------------------------------------------------------------------
@@ -180,14 +201,34 @@ def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
     """``array`` seen with ``shape`` (at least 1-D), broadcasting through zero strides."""
     if array is None:
         return None
-    return np.broadcast_to(_describable(array), shape or (1,))
+    shape = shape or (1,)
+    array = _describable(array)
+    if array.shape == shape:
+        return array
+    if array.size == 1 and array.flags.c_contiguous:  # a per-tensor operand, built cheaply
+        return np.ndarray(shape, array.dtype, array, 0, (0,) * len(shape))
+    return np.broadcast_to(array, shape)
+
+
+_COMPILED: dict[tuple, CompiledOperator] = {}
+_COMPILED_LIMIT = 1024
+
+
+def _layout(array: np.ndarray | None) -> tuple | None:
+    return None if array is None else (array.dtype.char, array.shape, array.strides)
 
 
 def _run(desc_type: type[OperatorDesc], views: dict[str, np.ndarray | None], out: np.ndarray,
          **fields: object) -> None:  # fmt: skip
-    descs = {name: None if view is None else _desc(view) for name, view in views.items()}
-    desc = desc_type(**descs, output=_desc(out), **fields)
-    operator: CompiledOperator = _DEVICE.compile_operator(desc)
+    """Compile (once per layout) the description of ``views`` and ``out``, and run it."""
+    key = (desc_type, *map(_layout, views.values()), _layout(out), *map(repr, fields.values()))
+    operator = _COMPILED.get(key)
+    if operator is None:
+        descs = {name: None if view is None else _desc(view) for name, view in views.items()}
+        operator = _DEVICE.compile_operator(desc_type(**descs, output=_desc(out), **fields))
+        if len(_COMPILED) >= _COMPILED_LIMIT:
+            _COMPILED.clear()
+        _COMPILED[key] = operator
     operator.run_arrays(views, out)
 
 
