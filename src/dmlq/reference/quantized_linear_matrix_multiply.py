@@ -2,16 +2,7 @@
 
 import numpy as np
 
-from .saturate import saturate
-
-
-def _centred(values, zero_point):
-    values = values.astype(np.int64)
-    return values if zero_point is None else values - zero_point.astype(np.int64)
-
-
-def _widened(scale):
-    return np.asarray(scale, np.float32).astype(np.float64)
+from .requantize import centred, requantize
 
 
 def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
@@ -27,16 +18,6 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     ...     np.int8([[3], [4]]), np.float32(1), None, np.float32(2), None, np.uint8)
     array([[6]], dtype=uint8)
     """
-    accumulated = np.matmul(_centred(a, a_zero_point), _centred(b, b_zero_point))
-    real_scale = _widened(a_scale) * _widened(b_scale)
-    output_scale = np.asarray(output_scale, np.float32)
-    with np.errstate(all="ignore"):
-        value = accumulated.astype(np.float64) * real_scale
-        if reciprocal_division:
-            value = value * (np.float32(1) / output_scale).astype(np.float64)
-        else:
-            value = value / _widened(output_scale)
-        result = np.rint(value)
-        if output_zero_point is not None:
-            result = result + output_zero_point.astype(np.float64)
-    return saturate(result, np.dtype(output_dtype))
+    accumulated = np.matmul(centred(a, a_zero_point), centred(b, b_zero_point))
+    return requantize(accumulated, a_scale, b_scale, output_scale, output_zero_point, output_dtype,
+                      reciprocal_division=reciprocal_division)  # fmt: skip

@@ -1,0 +1,172 @@
+"""``dmlq quantize`` on a float32 Zarr array of 8 GiB on disk, against Dask alone moving the same bytes.
+
+    python benchmarks/dask_quantize.py [--gib 8] [--dir /tmp] [--chunk-mb 64] [--repeats 2]
+
+Writes a float32 Zarr array of ``--gib`` GiB (uniform in [-100, 100], Zarr's default codec,
+chunks of 1024 x 2048) to a temporary folder under ``--dir``, then alternates two commands, each
+in its own process on Dask's threaded scheduler:
+
+* dmlq: ``dmlq quantize IN OUT --scale 0.8 --dtype int8`` (rint(x / 0.8), in range: no clamping);
+* Dask alone: the same Zarr read in the same chunks, ``rint(x / 0.8).astype(int8)`` in plain Dask,
+  written as the same Zarr output: the same bytes read and written (compressed alike), with the
+  least arithmetic that produces them.
+
+For each run: wall time, throughput (input bytes per second) and the process's peak resident
+memory (its VmHWM, polled every 20 ms). The operating system's page cache is left as it is for both.
+A sample of both outputs is checked against :func:`dmlq.quantize_linear`. The folder is deleted
+at the end. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent / "src"
+sys.path.insert(0, str(SOURCE))
+
+import dmlq  # noqa: E402
+
+ZARR_CHUNKS = (1024, 2048)  # 8 MiB of float32
+COLUMNS = 65536
+SCALE = 0.8
+
+DASK_ALONE_CODE = """
+import sys
+import dask.array as da
+import numpy as np
+import zarr
+source, target, chunk_bytes, scale = sys.argv[1], sys.argv[2], int(sys.argv[3]), np.float32(sys.argv[4])
+array = zarr.open_array(source, mode="r")
+chunks = da.core.normalize_chunks("auto", array.shape, limit=chunk_bytes, dtype=array.dtype,
+                                  previous_chunks=array.chunks)
+result = da.rint(da.from_zarr(array, chunks=chunks) / scale).astype(np.int8)
+output = zarr.create_array(store=target, shape=array.shape, dtype=np.int8, chunks=array.chunks)
+da.store(result, output, lock=False, scheduler="threads")
+"""
+
+
+def make_input(path: Path, gib: float) -> zarr.Array:
+    rows = int(gib * 2**30 / 4 / COLUMNS) // ZARR_CHUNKS[0] * ZARR_CHUNKS[0]
+    shape = (rows, COLUMNS)
+    target = zarr.create_array(store=path, shape=shape, dtype=np.float32, chunks=ZARR_CHUNKS)
+    source = da.zeros(shape, dtype=np.float32, chunks=(ZARR_CHUNKS[0] * 4, COLUMNS))
+    da.store(source.map_blocks(_uniform, dtype=np.float32), target, lock=False, scheduler="threads")
+    return target
+
+
+def _uniform(block: np.ndarray, block_info=None) -> np.ndarray:
+    seed = block_info[0]["chunk-location"]
+    return np.random.default_rng(seed).random(block.shape, dtype=np.float32) * 200 - 100
+
+
+def run(command: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak resident bytes of one process running ``command``.
+
+    The peak is the child's own VmHWM, polled: ``wait4``'s ru_maxrss would count the pages a
+    forked child shares with this (larger) process before its exec.
+    """
+    environment = {**os.environ, "PYTHONPATH": str(SOURCE)}
+    start = time.perf_counter()
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _high_water_mark(process.pid))
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    if process.returncode:
+        raise RuntimeError(f"{command[:4]} failed: {process.stderr.read().decode()[-2000:]}")
+    return seconds, peak
+
+
+def _high_water_mark(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    kib = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(kib[0]) * 1024 if kib else 0
+
+
+def check_sample(source: zarr.Array, output: Path, name: str) -> None:
+    quantized = zarr.open_array(output, mode="r")
+    rows = slice(source.shape[0] // 2, source.shape[0] // 2 + 1500)  # across a chunk boundary
+    expected = dmlq.quantize_linear(source[rows, 1000:5000], SCALE, dtype="int8")
+    assert np.array_equal(quantized[rows, 1000:5000], expected), f"{name}: output differs"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gib", type=float, default=8.0, help="input size in GiB (default 8)")
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--chunk-mb", type=float, default=64.0)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="dmlq-dask-bench-", dir=args.dir))
+    try:
+        measure(folder, args)
+    finally:
+        shutil.rmtree(folder)
+
+
+DMLQ, DASK_ALONE = "dmlq quantize", "Dask alone (read, rint(x / 0.8) as int8, write)"
+
+
+def commands(source: Path, output: Path, chunk_mb: float) -> dict[str, list[str]]:
+    dmlq_options = ["--scale", str(SCALE), "--dtype", "int8", "--chunk-mb", str(chunk_mb)]
+    dask_arguments = [str(source), str(output), str(int(chunk_mb * 2**20)), str(SCALE)]
+    return {
+        DASK_ALONE: [sys.executable, "-c", DASK_ALONE_CODE, *dask_arguments],
+        DMLQ: [sys.executable, "-m", "dmlq", "quantize", str(source), str(output), *dmlq_options],
+    }
+
+
+def measure(folder: Path, args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    source = make_input(folder / "x.zarr", args.gib)
+    size = source.nbytes
+    print(f"input: {source.shape} float32 = {size / 2**30:.2f} GiB, Zarr chunks {ZARR_CHUNKS}, "
+          f"{source.compressors}, written in {time.perf_counter() - start:.0f} s", flush=True)  # fmt: skip
+    output = folder / "out.zarr"
+    results: dict[str, list[tuple[float, int]]] = {DASK_ALONE: [], DMLQ: []}
+    for repeat in range(args.repeats):
+        for name, command in commands(folder / "x.zarr", output, args.chunk_mb).items():
+            seconds, peak = run(command)
+            results[name].append((seconds, peak))
+            print(f"{name}: {seconds:.1f} s, {size / seconds / 1e9:.2f} GB/s, "
+                  f"peak RSS {peak / 2**30:.2f} GiB", flush=True)  # fmt: skip
+            if repeat == 0:  # both write dmlq.quantize_linear's bytes
+                check_sample(source, output, name)
+            shutil.rmtree(output)
+    report(results, size, args)
+
+
+def report(results: dict[str, list[tuple[float, int]]], size: int, args: argparse.Namespace) -> None:
+    print(f"\n{os.cpu_count()} CPUs; dask {dask.__version__}, zarr {zarr.__version__}, numpy "
+          f"{np.__version__}; --chunk-mb {args.chunk_mb}; median of {args.repeats} runs each\n")  # fmt: skip
+    print("| run | wall time | throughput (input) | peak RSS |")
+    print("|---|---|---|---|")
+    speeds = {}
+    for name, runs in results.items():
+        seconds = statistics.median(s for s, _ in runs)
+        speeds[name] = size / seconds
+        peak = max(p for _, p in runs)
+        print(f"| {name} | {seconds:.1f} s | {size / seconds / 1e9:.2f} GB/s | {peak / 2**30:.2f} GiB |")
+    print(f"\ndmlq quantize reaches {speeds[DMLQ] / speeds[DASK_ALONE]:.0%} of Dask alone's throughput.")
+
+
+if __name__ == "__main__":
+    main()

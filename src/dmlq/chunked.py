@@ -1,0 +1,293 @@
+"""Quantize or dequantize an array file chunk by chunk: Zarr or ``.npy`` in, Zarr or ``.npy`` out.
+
+The job behind ``dmlq quantize`` and ``dmlq dequantize``. A path ending in ``.npy`` is a NumPy
+file, any other path a Zarr array. The input is read in chunks of about ``chunk_mb`` MiB (whole
+Zarr chunks), each chunk goes through :mod:`dmlq.dask` and is written as soon as it is done, so
+memory stays near ``chunk_mb`` times a few per worker thread whatever the array's size. A Zarr
+output keeps a Zarr input's chunk shape. ``scheduler`` is ``"threads"`` (Dask's threaded
+scheduler in this process) or the address of a ``dask.distributed`` scheduler, whose workers
+must see the same paths. A progress bar goes to stderr.
+
+Needs the ``dask`` extra; Dask is imported when a job runs (``dmlq --help`` works without it).
+
+>>> import tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> np.save(folder / "x.npy", np.float32([[0.5, 1.5], [-1.0, 4.0]]))
+>>> quantize_file(folder / "x.npy", folder / "q.zarr", [1.0, 0.5], np.int8(0), axis=1, progress=False)
+>>> import zarr
+>>> zarr.open_array(str(folder / "q.zarr"), mode="r")[:]
+array([[ 0,  3],
+       [-1,  8]], dtype=int8)
+>>> dequantize_file(folder / "q.zarr", folder / "y.npy", [1.0, 0.5], np.int8(0), axis=1, progress=False)
+>>> np.load(folder / "y.npy")
+array([[ 0. ,  1.5],
+       [-1. ,  4. ]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DmlError
+
+__all__ = [
+    "DEFAULT_CHUNK_MB", "NpyFile", "add_dequantize", "add_quantize", "dequantize_file", "quantize_file",
+]
+
+DEFAULT_CHUNK_MB = 64
+
+
+@dataclass(frozen=True)
+class NpyFile:
+    """A ``.npy`` file read and written by regions, through a memory map opened for each access.
+
+    It travels to worker processes as its path, and each access unmaps the file again, so the
+    pages a region touched do not stay in the process.
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @classmethod
+    def open(cls, path: Path) -> NpyFile:
+        header = np.load(path, mmap_mode="r")
+        return cls(str(path), header.shape, header.dtype)
+
+    @classmethod
+    def create(cls, path: Path, shape: tuple[int, ...], dtype: np.dtype) -> NpyFile:
+        np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+        return cls(str(path), tuple(shape), np.dtype(dtype))
+
+    def __getitem__(self, region: tuple[slice, ...]) -> np.ndarray:
+        return np.array(np.load(self.path, mmap_mode="r")[region])
+
+    def __setitem__(self, region: tuple[slice, ...], values: np.ndarray) -> None:
+        np.load(self.path, mmap_mode="r+")[region] = values
+
+
+def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *, dtype=None,
+                  axis: int | None = None, chunk_mb: float = DEFAULT_CHUNK_MB,
+                  scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
+    """Write :func:`dmlq.quantize_linear` of the array in ``source`` to ``target``.
+
+    ``scale`` and ``zero_point`` broadcast like the NumPy layer's; with ``axis``, a sequence of
+    them holds one value per index along that axis (per-channel).
+    """
+    def quantize(x):
+        from . import dask as dmlq_dask
+
+        return dmlq_dask.quantize_linear(x, _along_axis(scale, axis, x.ndim),
+                                         _along_axis(zero_point, axis, x.ndim), dtype=dtype)  # fmt: skip
+
+    _transform(Path(source), Path(target), quantize, chunk_mb, scheduler, progress)
+
+
+def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *,
+                    axis: int | None = None, chunk_mb: float = DEFAULT_CHUNK_MB,
+                    scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
+    """Write :func:`dmlq.dequantize_linear` of the array in ``source`` to ``target``.
+
+    ``scale``, ``zero_point`` and ``axis`` as for :func:`quantize_file`.
+    """
+    def dequantize(q):
+        from . import dask as dmlq_dask
+
+        return dmlq_dask.dequantize_linear(q, _along_axis(scale, axis, q.ndim),
+                                           _along_axis(zero_point, axis, q.ndim))  # fmt: skip
+
+    _transform(Path(source), Path(target), dequantize, chunk_mb, scheduler, progress)
+
+
+def _along_axis(values, axis: int | None, ndim: int):
+    """``values`` unchanged without an axis, else laid along ``axis`` of an ``ndim`` array.
+
+    NumPy values keep their dtype and Python numbers stay Python numbers, as the NumPy layer's
+    dtype rules tell them apart.
+    """
+    if values is None or axis is None:
+        return values
+    if not -ndim <= axis < ndim:
+        raise DmlError(f"axis: {axis} is out of range for an array of {ndim} dimensions")
+    shape = [1] * ndim
+    shape[axis] = -1
+    if isinstance(values, (np.ndarray, np.generic)):
+        return np.reshape(values, shape)
+    return np.reshape(np.array(values, dtype=object), shape).tolist()
+
+
+def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, scheduler: str,
+               progress: bool) -> None:  # fmt: skip
+    if not chunk_mb > 0:
+        raise DmlError(f"chunk_mb: must be positive (got {chunk_mb})")
+    if not source.exists():
+        raise FileNotFoundError(f"{source}: no such file or directory")
+    if target.exists():
+        raise FileExistsError(f"{target}: already exists; remove it or write elsewhere")
+    data, stored_chunks = _read(source.resolve(), int(chunk_mb * 2**20))
+    result = function(data)  # builds the graph: argument errors raise here, before any writing
+    store = _write(result, target.resolve(), stored_chunks)
+    try:
+        _run(store, scheduler, progress)
+    except BaseException:
+        _remove(target)
+        raise
+
+
+def _read(path: Path, chunk_bytes: int):
+    """The input as a Dask array of chunks of about ``chunk_bytes``, and its Zarr chunk shape."""
+    import dask.array as da
+
+    if path.suffix == ".npy":
+        source = NpyFile.open(path)
+        chunks = da.core.normalize_chunks("auto", source.shape, limit=chunk_bytes, dtype=source.dtype)
+        return da.from_array(source, chunks=chunks, lock=False), None
+    import zarr
+
+    array = zarr.open_array(str(path), mode="r")
+    chunks = da.core.normalize_chunks("auto", array.shape, limit=chunk_bytes, dtype=array.dtype,
+                                      previous_chunks=array.chunks)  # fmt: skip
+    return da.from_zarr(array, chunks=chunks), array.chunks
+
+
+def _write(result, path: Path, stored_chunks: tuple[int, ...] | None):
+    """A lazy store of ``result`` into a new file; each block writes whole Zarr chunks, lock-free."""
+    import dask.array as da
+
+    if path.suffix == ".npy":
+        target = NpyFile.create(path, result.shape, result.dtype)
+    else:
+        import zarr
+
+        chunks = stored_chunks or tuple(max(sizes[0], 1) for sizes in result.chunks)
+        target = zarr.open_array(str(path), mode="w-", shape=result.shape, dtype=result.dtype, chunks=chunks)
+    return da.store(result, target, lock=False, compute=False)
+
+
+def _run(store, scheduler: str, progress: bool) -> None:
+    if scheduler == "threads":
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+            store.compute(scheduler="threads")
+        return
+    from distributed import Client
+    from distributed import progress as show_progress
+
+    with Client(scheduler) as client:
+        future = client.compute(store)
+        if progress:
+            with contextlib.redirect_stdout(sys.stderr):  # distributed draws its bar on stdout
+                show_progress(future)
+        future.result()
+
+
+def _remove(path: Path) -> None:
+    """Delete a partly written output."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+# -- the dmlq quantize / dequantize subcommands (registered in dmlq.cli) ---------------------------
+
+
+def add_quantize(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "quantize", help="quantize a Zarr or .npy array chunk by chunk",
+        description="Quantize a Zarr array or .npy file to uint8 or int8, chunk by chunk with bounded "
+        "memory, into a new Zarr array or .npy file: clamp(round(x / scale) + zero_point).",
+    )  # fmt: skip
+    _add_job_arguments(parser)
+    parser.add_argument("--dtype", choices=("uint8", "int8"),
+                        help="output type (default: uint8)")  # fmt: skip
+    parser.set_defaults(handler=_quantize)
+
+
+def add_dequantize(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "dequantize", help="dequantize a Zarr or .npy array chunk by chunk",
+        description="Dequantize a Zarr array or .npy file of integers to float32, chunk by chunk with "
+        "bounded memory, into a new Zarr array or .npy file: (q - zero_point) * scale.",
+    )  # fmt: skip
+    _add_job_arguments(parser)
+    parser.set_defaults(handler=_dequantize)
+
+
+def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", type=Path, metavar="IN", help="a Zarr array, or a file ending in .npy")
+    parser.add_argument("target", type=Path, metavar="OUT",
+                        help="a new .npy file if it ends so, else a new Zarr array")  # fmt: skip
+    parser.add_argument("--scale", type=_numbers(float), required=True, metavar="S",
+                        help="the scale, or comma-separated scales, one per index along --axis")  # fmt: skip
+    parser.add_argument("--zero-point", type=_numbers(int), metavar="Z",
+                        help="the zero point, or one per index along --axis (default: 0; "
+                        "write --zero-point=-3,4 for a list starting with a minus)")  # fmt: skip
+    parser.add_argument("--axis", type=int, metavar="A",
+                        help="the axis along which per-channel scales and zero points run")  # fmt: skip
+    parser.add_argument("--chunk-mb", type=float, default=DEFAULT_CHUNK_MB, metavar="N",
+                        help=f"MiB of input per chunk (default: {DEFAULT_CHUNK_MB})")  # fmt: skip
+    parser.add_argument("--scheduler", default="threads", metavar="threads|ADDRESS",
+                        help="Dask's threaded scheduler (default), or the address of a "
+                        "dask.distributed scheduler, e.g. tcp://127.0.0.1:8786")  # fmt: skip
+
+
+def _numbers(kind: type) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        try:
+            return [kind(item) for item in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                             f"{kind.__name__} values") from None  # fmt: skip
+
+    return parse
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    return _run_job(quantize_file, args, dtype=args.dtype)
+
+
+def _dequantize(args: argparse.Namespace) -> int:
+    return _run_job(dequantize_file, args)
+
+
+def _run_job(job: Callable[..., None], args: argparse.Namespace, **options: object) -> int:
+    try:
+        job(args.source, args.target, _per_axis(args.scale, args.axis, "--scale"),
+            _per_axis(args.zero_point, args.axis, "--zero-point"), axis=args.axis,
+            chunk_mb=args.chunk_mb, scheduler=args.scheduler, **options)  # fmt: skip
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("dask", "distributed", "zarr"):
+            raise
+        _fail(f"{error}; the quantize and dequantize commands need: pip install 'dmlq[dask]'")
+    except (OSError, ValueError) as error:  # files, an existing output, a refused argument
+        _fail(str(error))
+    else:
+        return 0
+    return 2
+
+
+def _per_axis(values: list | None, axis: int | None, option: str) -> object:
+    """One value is per-tensor; several are one per index along ``--axis``."""
+    if values is None or axis is not None:
+        return values
+    if len(values) > 1:
+        raise DmlError(f"{option}: {len(values)} values need --axis")
+    return values[0]
+
+
+def _fail(message: str) -> None:
+    print(f"dmlq: error: {message}", file=sys.stderr)

@@ -1,0 +1,280 @@
+"""The NumPy layer's five functions on Dask arrays: lazy, block by block, bit-identical.
+
+Needs the ``dask`` extra (``pip install "dmlq[dask]"``); ``import dmlq`` alone never imports Dask.
+
+Signatures, dtype rules and broadcasting are the NumPy layer's (``add`` has no ``out=``: a lazy
+result is never written in place). The data operands are Dask arrays (NumPy arrays and
+array-likes are wrapped); scales and zero points are small NumPy arrays, scalars or lists (a Dask
+array there is computed at once). Every argument is checked when the graph is built, with the
+NumPy layer's own rules and messages: the data by dtype and shape, the small operands by value
+too. Each output block is then the NumPy layer's result on the blocks of the data and the
+matching slices of the scales and zero points, which follow the data's chunks: the data is never
+rechunked, except to align two data operands chunked differently (and K in the matrix multiply).
+
+>>> import dask.array as da
+>>> x = da.from_array(np.float32([[0.5, 1.5, 2.5], [-1.0, 1.0, 4.0]]), chunks=(1, 2))
+>>> q = quantize_linear(x, [[1.0], [0.5]], np.int8(0))
+>>> q.dtype, q.chunks
+(dtype('int8'), ((1, 1), (2, 1)))
+>>> q.compute()
+array([[ 0,  2,  2],
+       [-2,  2,  8]], dtype=int8)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import partial
+
+import dask.array as da
+import numpy as np
+
+from . import numpy_api
+from .errors import DmlError
+from .kernels import matrix_operand
+from .numpy_api import (
+    DEQUANTIZE_INPUT_TYPES,
+    F16,
+    F32,
+    I32,
+    U8,
+    _as_array,
+    _broadcast_shape,
+    _byte_operand,
+    _float_operand_dtype,
+    _is_numpy,
+    _matrix_quantization,
+    _operand,
+    _output_dtype,
+    _scale,
+    _zero_point,
+)
+from .reference.requantize import centred, requantize
+
+__all__ = [
+    "quantize_linear",
+    "dequantize_linear",
+    "add",
+    "quantized_linear_add",
+    "quantized_linear_matrix_multiply",
+]
+
+
+# -- operands ----------------------------------------------------------------------------------
+
+
+def _small(value: object) -> object:
+    """A scale or zero point, computed now if it is lazy, so that its values are checked now."""
+    return value.compute() if isinstance(value, da.Array) else value
+
+
+def _data(value: object, name: str, convert: Callable[..., np.ndarray], *rules: object) -> da.Array:
+    """A data operand as a Dask array of the dtype the NumPy layer's ``convert(value, name, *rules)``
+    gives it; a Dask array's dtype is checked on an empty stand-in, its values stay lazy."""
+    if not isinstance(value, da.Array):
+        return da.from_array(convert(value, name, *rules))
+    if any(math.isnan(size) for size in value.shape):
+        raise DmlError(f"{name}: unknown chunk sizes; call compute_chunk_sizes() first")
+    return value.astype(convert(np.empty(0, value.dtype), name, *rules).dtype)
+
+
+def _stand_in(value: object) -> object:
+    """What the NumPy layer's dtype rules see of ``value``: an empty array of a Dask array's dtype."""
+    return np.empty(0, value.dtype) if isinstance(value, da.Array) else value
+
+
+def _lazy(value: da.Array | np.ndarray) -> da.Array:
+    # One chunk: blockwise alignment then cuts it along the data's chunks, never the reverse.
+    return value if isinstance(value, da.Array) else da.from_array(value, chunks=-1)
+
+
+def _call_by_name(*blocks: np.ndarray, function: Callable[..., np.ndarray],
+                  names: tuple[str, ...]) -> np.ndarray:  # fmt: skip
+    return function(**dict(zip(names, blocks)))
+
+
+def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object],
+                dtype: np.dtype) -> da.Array:  # fmt: skip
+    """``function(**operands)`` block by block, the operands broadcast like NumPy's (aligned on
+    their last dimension) and their chunks aligned; None operands are passed as None."""
+    present = {name: _lazy(value) for name, value in operands.items() if value is not None}
+    absent = {name: None for name, value in operands.items() if value is None}
+    ndim = max(array.ndim for array in present.values())
+    indices = [tuple(range(array.ndim))[::-1] for array in present.values()]
+    return da.blockwise(
+        _call_by_name, tuple(range(ndim))[::-1], *_interleaved(list(present.values()), indices),
+        function=partial(function, **absent), names=tuple(present), dtype=dtype,
+        meta=np.empty((0,) * ndim, dtype), token=getattr(function, "func", function).__name__,
+    )  # fmt: skip
+
+
+# -- the element-wise functions ----------------------------------------------------------------
+
+
+def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
+    """Lazy :func:`dmlq.quantize_linear`: ``clamp(round(x / scale) + zero_point, Min, Max)``.
+
+    >>> import dask.array as da
+    >>> quantize_linear(da.from_array(np.float32([0.5, 1.5, 2.5]), chunks=2), 1.0).compute()
+    array([0, 2, 2], dtype=uint8)
+    """
+    scale, zero_point = _small(scale), _small(zero_point)
+    x = _data(x, "x", _operand, (F32, F16, I32), F32, F32)
+    scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
+    out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
+    zero_point = _zero_point(zero_point, "zero_point", out_dtype)
+    _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
+    function = partial(numpy_api.quantize_linear, dtype=out_dtype)
+    return _map_blocks(function, {"x": x, "scale": scale, "zero_point": zero_point}, out_dtype)
+
+
+def dequantize_linear(q, scale, zero_point=None) -> da.Array:
+    """Lazy :func:`dmlq.dequantize_linear`: ``(q - zero_point) * scale`` in the scale's dtype.
+
+    >>> import dask.array as da
+    >>> q = da.from_array(np.uint8([0, 128, 255]), chunks=2)
+    >>> dequantize_linear(q, 0.5, np.uint8(128)).compute()
+    array([-64. ,   0. ,  63.5], dtype=float32)
+    """
+    scale, zero_point = _small(scale), _small(zero_point)
+    python_dtype = np.asarray(zero_point).dtype if _is_numpy(zero_point) else U8
+    q = _data(q, "q", _operand, DEQUANTIZE_INPUT_TYPES, python_dtype)
+    scale = _scale(scale, "scale", F16 if _as_array(scale, "scale").dtype == F16 else F32)
+    zero_point = _zero_point(zero_point, "zero_point", q.dtype)
+    _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
+    operands = {"q": q, "scale": scale, "zero_point": zero_point}
+    return _map_blocks(numpy_api.dequantize_linear, operands, scale.dtype)
+
+
+def add(a, b, *, fused_activation=None) -> da.Array:
+    """Lazy :func:`dmlq.add`: ``fused_activation(a + b)`` for float32 or float16 operands.
+
+    >>> import dask.array as da
+    >>> add(da.from_array(np.float32([1, -3]), chunks=1), 1.0, fused_activation="relu").compute()
+    array([2., 0.], dtype=float32)
+    """
+    a = _data(a, "a", _operand, (F32, F16), _float_operand_dtype(a, _stand_in(b)), F32)
+    b = _data(b, "b", _operand, (F32, F16), _float_operand_dtype(b, _stand_in(a)), F32)
+    # The NumPy layer's remaining rules (one dtype, a known activation) on empty stand-ins.
+    numpy_api.add(_stand_in(a), _stand_in(b), fused_activation=fused_activation)
+    _broadcast_shape(a=a, b=b)
+    function = partial(numpy_api.add, fused_activation=fused_activation)
+    return _map_blocks(function, {"a": a, "b": b}, a.dtype)
+
+
+def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                         output_scale, output_zero_point, *, dtype=None) -> da.Array:  # fmt: skip
+    """Lazy :func:`dmlq.quantized_linear_add` (per-tensor scales and zero points).
+
+    >>> import dask.array as da
+    >>> a = da.from_array(np.uint8([10, 20]), chunks=1)
+    >>> quantized_linear_add(a, 0.5, None, np.uint8([1, 3]), 1.0, None, 2.0, None).compute()
+    array([3, 6], dtype=uint8)
+    """
+    small = {"a_scale": a_scale, "a_zero_point": a_zero_point, "b_scale": b_scale,
+             "b_zero_point": b_zero_point, "output_scale": output_scale,
+             "output_zero_point": output_zero_point}  # fmt: skip
+    small = {name: _small(value) for name, value in small.items()}
+    a = _data(a, "a", _byte_operand, small["a_zero_point"])
+    b = _data(b, "b", _byte_operand, small["b_zero_point"])
+    # Per-tensor values: the NumPy layer checks them all on empty stand-ins of a and b.
+    out_dtype = numpy_api.quantized_linear_add(_stand_in(a), b=_stand_in(b), dtype=dtype, **small).dtype
+    _broadcast_shape(a=a, b=b)
+    function = partial(numpy_api.quantized_linear_add, dtype=out_dtype, **small)
+    return _map_blocks(function, {"a": a, "b": b}, out_dtype)
+
+
+# -- the matrix multiply -----------------------------------------------------------------------
+
+
+def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                     output_scale, output_zero_point, *,
+                                     dtype=None) -> da.Array:  # fmt: skip
+    """Lazy :func:`dmlq.quantized_linear_matrix_multiply`, bit-identical for every chunking.
+
+    The result is tiled like ``a``'s M chunks and ``b``'s N chunks. For each tile, the exact
+    int64 products ``(A - AZP) @ (B - BZP)`` of every K chunk are summed over the K chunks, and
+    only that exact sum is requantized, once, with the reference's float64 formula.
+
+    >>> import dask.array as da
+    >>> a = da.from_array(np.uint8([[1, 2, 3]]), chunks=(1, 2))
+    >>> b = da.from_array(np.int8([[3], [4], [5]]), chunks=(1, 1))
+    >>> quantized_linear_matrix_multiply(a, 1.0, None, b, 1.0, None, 4.0, None).compute()
+    array([[6]], dtype=uint8)
+    """
+    a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
+        _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point))
+    a = _data(a, "a", _byte_operand, a_zero_point)
+    b = _data(b, "b", _byte_operand, b_zero_point)
+    for name, operand in (("a", a), ("b", b)):
+        if not 2 <= operand.ndim <= 4:
+            raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
+    if a.shape[-1] != b.shape[-2]:
+        raise DmlError(f"a, b: a is [..., M, K] with K = {a.shape[-1]} but b has "
+                       f"{b.shape[-2]} rows")  # fmt: skip
+    batch = _broadcast_shape(a=_shaped(a.shape[:-2]), b=_shaped(b.shape[:-2]))
+    m, n, ndim = a.shape[-2], b.shape[-1], len(batch) + 2
+    out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
+    quantization = {
+        "a_scale": ("row", _scale(a_scale, "a_scale", F32)),
+        "a_zero_point": ("row", _zero_point(a_zero_point, "a_zero_point", a.dtype)),
+        "b_scale": ("column", _scale(b_scale, "b_scale", F32)),
+        "b_zero_point": ("column", _zero_point(b_zero_point, "b_zero_point", b.dtype)),
+        "output_scale": ("output", _scale(output_scale, "output_scale", F32)),
+        "output_zero_point": ("output", _zero_point(output_zero_point, "output_zero_point",
+                                                    out_dtype)),
+    }  # fmt: skip
+    operands = {name: matrix_operand(_matrix_quantization(value, name, kind, m, n, ndim))
+                for name, (kind, value) in quantization.items()}  # fmt: skip
+    accumulated = _exact_product(a, operands.pop("a_zero_point"), b, operands.pop("b_zero_point"))
+    function = partial(requantize, output_dtype=out_dtype)
+    return _map_blocks(function, {"accumulated": accumulated, **operands}, out_dtype)
+
+
+def _shaped(shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``shape`` that occupies no memory, for shape checks."""
+    return np.broadcast_to(np.empty((), np.uint8), shape)
+
+
+def _exact_product(a: da.Array, a_zero_point: np.ndarray | None, b: da.Array,
+                   b_zero_point: np.ndarray | None) -> da.Array:  # fmt: skip
+    """``(A - AZP) @ (B - BZP)`` as exact int64: one product per K chunk, summed over K chunks.
+
+    The zero points are ``[M, 1]`` / ``[1, N]`` arrays (or None), indexed like ``a`` / ``b``.
+    """
+    batch = tuple(f"batch{i}" for i in range(max(a.ndim, b.ndim) - 2))
+    a_index = (*batch[len(batch) + 2 - a.ndim:], "m", "k")
+    b_index = (*batch[len(batch) + 2 - b.ndim:], "k", "n")
+    arguments = (a, a_index, b, b_index, *_indexed(a_zero_point, ("m", "k")),
+                 *_indexed(b_zero_point, ("k", "n")))  # fmt: skip
+    # Aligned here (K chunks to their common refinement) without Dask's warning that the result
+    # has more blocks than an operand: an M x K x N grid of partial products always has.
+    _, aligned = da.core.unify_chunks(*arguments, warn=False)
+    products = da.blockwise(
+        _partial_product, (*batch, "m", "k", "n"), *_interleaved(aligned, arguments[1::2]),
+        adjust_chunks={"k": 1}, align_arrays=False, dtype=np.int64,
+        meta=np.empty((0,) * (len(batch) + 3), np.int64),
+    )  # fmt: skip
+    return products.sum(axis=-2, dtype=np.int64)
+
+
+def _interleaved(arrays: list, indices: tuple) -> list:
+    return [item for pair in zip(arrays, indices) for item in pair]
+
+
+def _indexed(zero_point: np.ndarray | None, index: tuple[str, str]) -> tuple[object, object]:
+    """A blockwise argument pair: the zero point cut like its operand, or a constant None."""
+    return (None, None) if zero_point is None else (_lazy(zero_point), index)
+
+
+def _partial_product(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None,
+                     b_zero_point: np.ndarray | None) -> np.ndarray:  # fmt: skip
+    """One K chunk's exact product, with a K axis of length 1 for the sum over K chunks.
+
+    float64 (BLAS) is exact here: every term is an integer below 2**16 in magnitude, so every
+    partial sum is an exact integer while a K chunk is shorter than 2**53 / 255**2 (~1.4e11).
+    """
+    product = np.matmul(centred(a, a_zero_point).astype(np.float64),
+                        centred(b, b_zero_point).astype(np.float64))  # fmt: skip
+    return product.astype(np.int64)[..., np.newaxis, :]

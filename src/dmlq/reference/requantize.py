@@ -1,0 +1,48 @@
+"""The matrix multiply's two halves: exact zero-point-centred integers, and requantizing their sum.
+
+Split out so that a computation that accumulates ``(A - AZP) @ (B - BZP)`` its own way (by K
+chunks, in :mod:`dmlq.dask`) requantizes with exactly the reference's float64 formula.
+"""
+
+import numpy as np
+
+from .saturate import saturate
+
+
+def centred(values: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """``values - zero_point`` exactly, as int64 (the zero point None is 0).
+
+    >>> centred(np.uint8([0, 255]), np.uint8([128]))
+    array([-128,  127])
+    """
+    values = values.astype(np.int64)
+    return values if zero_point is None else values - zero_point.astype(np.int64)
+
+
+def widened(scale) -> np.ndarray:
+    """A scale rounded to float32 (DirectML's type), then widened exactly to float64."""
+    return np.asarray(scale, np.float32).astype(np.float64)
+
+
+def requantize(accumulated: np.ndarray, a_scale, b_scale, output_scale, output_zero_point,
+               output_dtype, *, reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
+    """``clamp(round(acc * (AS * BS) / OS) + OZP, Min, Max)`` for an exact integer ``acc``.
+
+    Evaluated in float64 with the float32 scales widened; halves round to even, NaN gives 0.
+
+    >>> requantize(np.int64([[12], [-7]]), np.float32(1), np.float32(1), np.float32(2), None, np.int8)
+    array([[ 6],
+           [-4]], dtype=int8)
+    """
+    real_scale = widened(a_scale) * widened(b_scale)
+    output_scale = np.asarray(output_scale, np.float32)
+    with np.errstate(all="ignore"):
+        value = accumulated.astype(np.float64) * real_scale
+        if reciprocal_division:
+            value = value * (np.float32(1) / output_scale).astype(np.float64)
+        else:
+            value = value / widened(output_scale)
+        result = np.rint(value)
+        if output_zero_point is not None:
+            result = result + output_zero_point.astype(np.float64)
+    return saturate(result, np.dtype(output_dtype))

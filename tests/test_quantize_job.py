@@ -1,0 +1,137 @@
+"""``dmlq quantize`` / ``dmlq dequantize``: Zarr and .npy in and out, chunk by chunk.
+
+Two runs go through the real command line in a subprocess (Zarr and .npy each read and written);
+the other cases call the same ``main`` in this process, which spares Dask's import time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from distributed import LocalCluster
+
+import dmlq
+from dmlq.cli import main
+
+SCALES = np.float32([0.5, 0.25, 1.0, 2.0, 0.75, 0.1])
+ZERO_POINTS = np.int8([0, -3, 4, 100, -128, 127])
+PER_CHANNEL = ["--scale", ",".join(map(str, SCALES)), f"--zero-point={','.join(map(str, ZERO_POINTS))}",
+               "--dtype", "int8", "--axis", "1"]  # fmt: skip
+TINY_CHUNKS = ["--chunk-mb", "0.0002"]  # 200 bytes: several chunks of the small test arrays
+
+
+def dmlq_cli(*args: object) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "dmlq", *(str(arg) for arg in args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def load(path) -> np.ndarray:
+    return np.load(path) if str(path).endswith(".npy") else zarr.open_array(str(path), mode="r")[...]
+
+
+def save_zarr(path, values: np.ndarray, chunks: tuple[int, ...]) -> None:
+    zarr.open_array(str(path), mode="w-", shape=values.shape, dtype=values.dtype, chunks=chunks)[...] = values
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A float32 array with ties, NaN and infinities, saved as .npy and as a chunked Zarr array."""
+    rng = np.random.default_rng(5)
+    x = (rng.integers(-700, 700, size=(37, 6)) / 4).astype(np.float32)
+    x[3, 2], x[5, 1], x[30, 4] = np.nan, np.inf, -np.inf
+    np.save(tmp_path / "x.npy", x)
+    save_zarr(tmp_path / "x.zarr", x, (5, 4))
+    return x
+
+
+def test_quantize_then_dequantize_through_the_command_line(tmp_path, data):
+    quantize = dmlq_cli("quantize", tmp_path / "x.npy", tmp_path / "q.zarr", *PER_CHANNEL, *TINY_CHUNKS)
+    assert quantize.returncode == 0, quantize.stderr
+    assert "100% Completed" in quantize.stderr and quantize.stdout == ""
+    expected = dmlq.quantize_linear(data, SCALES, ZERO_POINTS)
+    assert load(tmp_path / "q.zarr").dtype == np.int8
+    assert np.array_equal(load(tmp_path / "q.zarr"), expected)
+
+    dequantize = dmlq_cli("dequantize", tmp_path / "q.zarr", tmp_path / "y.npy", *PER_CHANNEL[:3],
+                          "--axis", "-1", *TINY_CHUNKS)  # fmt: skip
+    assert dequantize.returncode == 0, dequantize.stderr
+    dequantized = dmlq.dequantize_linear(expected, SCALES, ZERO_POINTS)
+    assert load(tmp_path / "y.npy").tobytes() == dequantized.tobytes()
+
+
+@pytest.mark.parametrize("source, target", [("x.zarr", "q.npy"), ("x.zarr", "q.zarr"), ("x.npy", "q.npy")])
+def test_quantize_per_channel_equals_the_numpy_layer(tmp_path, data, capsys, source, target):
+    assert main(["quantize", str(tmp_path / source), str(tmp_path / target), *PER_CHANNEL,
+                 *TINY_CHUNKS]) == 0  # fmt: skip
+    assert "100% Completed" in capsys.readouterr().err
+    got = load(tmp_path / target)
+    assert got.dtype == np.int8 and np.array_equal(got, dmlq.quantize_linear(data, SCALES, ZERO_POINTS))
+    if target.endswith(".zarr"):
+        assert zarr.open_array(str(tmp_path / target), mode="r").chunks == (5, 4)  # the input's chunks
+
+
+@pytest.mark.parametrize("source, target", [("q.npy", "y.zarr"), ("q.zarr", "y.zarr")])
+def test_dequantize_equals_the_numpy_layer(tmp_path, data, source, target):
+    quantized = dmlq.quantize_linear(data, 0.5, np.uint8(128))
+    np.save(tmp_path / "q.npy", quantized)
+    save_zarr(tmp_path / "q.zarr", quantized, (10, 3))
+    assert main(["dequantize", str(tmp_path / source), str(tmp_path / target), "--scale", "0.5",
+                 "--zero-point", "128", *TINY_CHUNKS]) == 0  # fmt: skip
+    got = load(tmp_path / target)
+    assert got.dtype == np.float32
+    assert got.tobytes() == dmlq.dequantize_linear(quantized, 0.5, np.uint8(128)).tobytes()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["missing.npy", "q.npy", "--scale", "1"], "missing.npy: no such file or directory"),
+    (["x.npy", "x.zarr", "--scale", "1"], "x.zarr: already exists"),
+    (["x.npy", "q.npy", "--scale", "0"], "scale: a scale of 0"),
+    (["x.npy", "q.npy", "--scale", "1,2"], "--scale: 2 values need --axis"),
+    (["x.npy", "q.npy", "--scale", "1,2", "--axis", "1"], "shapes do not broadcast"),
+    (["x.npy", "q.npy", "--scale", "1", "--axis", "2"], "axis: 2 is out of range"),
+    (["x.npy", "q.npy", "--scale", "1", "--zero-point", "300"], "zero_point: values outside"),
+    (["x.npy", "q.npy", "--scale", "1", "--chunk-mb", "0"], "chunk_mb: must be positive"),
+    (["x.zarr", "q.npy", "--scale", "1", "--scheduler", "tcp://127.0.0.1:9"], "127.0.0.1:9"),
+])  # fmt: skip
+def test_errors_are_one_line_with_exit_status_2_and_no_output(tmp_path, data, capsys, arguments, message):
+    paths = [str(tmp_path / a) if a.startswith(("x.", "q.", "missing")) else a for a in arguments]
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        assert main(["quantize", *paths]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("dmlq: error: ") and message in error
+    assert not (tmp_path / "q.npy").exists()
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_status:
+        main(["quantize", str(tmp_path / "x.npy"), str(tmp_path / "q.npy"), "--scale", "half"])
+    assert exit_status.value.code == 2
+    assert "'half' is not a comma-separated list of float values" in capsys.readouterr().err
+
+
+def test_without_dask_the_command_says_which_extra_to_install(tmp_path, data):
+    code = ("import sys; sys.modules['dask'] = None; from dmlq.cli import main; "
+            f"sys.exit(main(['quantize', {str(tmp_path / 'x.npy')!r}, {str(tmp_path / 'q.npy')!r}, "
+            "'--scale', '1']))")  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "pip install 'dmlq[dask]'" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def scheduler_address():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:  # fmt: skip
+        yield cluster.scheduler_address
+
+
+@pytest.mark.parametrize("source, target", [("x.npy", "q.npy"), ("x.zarr", "q.zarr")])
+def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_address, source, target):
+    assert main(["quantize", str(tmp_path / source), str(tmp_path / target), "--scale", "0.25",
+                 "--zero-point", "7", *TINY_CHUNKS, "--scheduler", scheduler_address]) == 0  # fmt: skip
+    assert "100% Completed" in capsys.readouterr().err
+    assert np.array_equal(load(tmp_path / target), dmlq.quantize_linear(data, 0.25, np.uint8(7)))
