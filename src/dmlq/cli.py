@@ -15,6 +15,7 @@ DML_OPERATOR_ACTIVATION_GELU                 5_1            -
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
