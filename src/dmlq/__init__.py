@@ -24,6 +24,7 @@ from .numpy_api import (
 )
 from .ops import OperatorDesc
 from .tensor import TensorDesc, calc_buffer_tensor_size
+from .threads import get_num_threads, set_num_threads
 from .types import DataType, FeatureLevel, TensorFlags
 
 __version__ = "0.1.0"
@@ -41,8 +42,10 @@ __all__ = [
     "add",
     "calc_buffer_tensor_size",
     "dequantize_linear",
+    "get_num_threads",
     "ops",
     "quantize_linear",
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",
+    "set_num_threads",
 ]

@@ -2,7 +2,9 @@
 
 Each function receives the input tensors as ndarrays of their descriptions' sizes (broadcast
 through zero strides), keyed by field name (None for an absent optional tensor), and writes the
-output view in place. They run the NumPy reference formulas of :mod:`dmlq.reference`.
+output view in place with the compiled kernels of ``dmlq._core``: one fused pass over memory, the
+GIL released, on :func:`dmlq.get_num_threads` threads. They give the bits of the NumPy reference
+formulas of :mod:`dmlq.reference`, which remain the oracle.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from . import reference
+from . import _core
 from .ops import (
     ElementWiseAdd,
     ElementWiseAdd1,
@@ -25,22 +27,49 @@ from .ops import (
 Views = Mapping[str, "np.ndarray | None"]
 
 
+def _readable(view: np.ndarray | None) -> np.ndarray | None:
+    """``view`` itself, or a packed native copy when the kernels cannot read it in place."""
+    if view is None or (view.flags.aligned and view.dtype.isnative):
+        return view
+    return np.array(view, view.dtype.newbyteorder("="), order="C")  # a fresh, aligned copy
+
+
+def _call(function: Callable[..., None], arrays: tuple, out: np.ndarray, *scalars: object) -> None:
+    """``function(*arrays, out, *scalars)``, writing ``out`` in place.
+
+    The compiled function raises BufferError for arrays it cannot use as they are (misaligned or
+    byte-swapped, or an output overlapping an input other than by being exactly it, as an in-place
+    add may); then it runs on aligned copies into a temporary, copied to ``out``.
+    """
+    try:
+        function(*arrays, out, *scalars)
+    except BufferError:
+        temporary = np.empty(out.shape, out.dtype)
+        function(*(_readable(array) for array in arrays), temporary, *scalars)
+        out[...] = temporary
+
+
 def quantize_linear(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    out[...] = reference.quantize_linear(
-        views["input"], views["scale"], views["zero_point"], out.dtype,
-        reciprocal_division=reciprocal_division,
-    )  # fmt: skip
+    arrays = (views["input"], views["scale"], views["zero_point"])
+    _call(_core.quantize, arrays, out, reciprocal_division)
 
 
 def dequantize_linear(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    out[...] = reference.dequantize_linear(
-        views["input"], views["scale"], views["zero_point"], out.dtype
-    )
+    _call(_core.dequantize, (views["input"], views["scale"], views["zero_point"]), out)
+
+
+def _activation(desc) -> tuple[int, tuple[float, float]]:
+    """The fused activation's DirectML type value (0 for none) and its two parameter slots."""
+    activation = getattr(desc, "fused_activation", None)
+    if activation is None:
+        return 0, (0.0, 0.0)
+    parameters = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
+    return activation.TYPE_VALUE, parameters[:2]
 
 
 def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    activation = getattr(desc, "fused_activation", None)
-    out[...] = reference.add(views["a"], views["b"], out.dtype, activation)
+    activation, parameters = _activation(desc)
+    _call(_core.add, (views["a"], views["b"]), out, activation, parameters)
 
 
 def _scalar(view: np.ndarray | None) -> np.generic | None:
@@ -48,13 +77,11 @@ def _scalar(view: np.ndarray | None) -> np.generic | None:
 
 
 def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    scalars = {name: _scalar(view) for name, view in views.items() if name not in ("a", "b")}
-    out[...] = reference.quantized_linear_add(
-        views["a"], scalars["a_scale"], scalars["a_zero_point"],
-        views["b"], scalars["b_scale"], scalars["b_zero_point"],
-        scalars["output_scale"], scalars["output_zero_point"], out.dtype,
-        reciprocal_division=reciprocal_division,
-    )  # fmt: skip
+    scalars = []
+    for side in ("a", "b", "output"):
+        zero_point = _scalar(views[f"{side}_zero_point"])
+        scalars += [float(_scalar(views[f"{side}_scale"])), 0 if zero_point is None else int(zero_point)]
+    _call(_core.quantized_add, (views["a"], views["b"]), out, *scalars, reciprocal_division)
 
 
 def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
@@ -65,16 +92,15 @@ def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
     return padded.reshape(padded.shape[-2:])
 
 
-def quantized_linear_matrix_multiply(
-    desc, views: Views, out: np.ndarray, reciprocal_division: bool
-) -> None:
-    operands = {name: matrix_operand(view) for name, view in views.items() if name not in ("a", "b")}
-    out[...] = reference.quantized_linear_matrix_multiply(
-        views["a"], operands["a_scale"], operands["a_zero_point"],
-        views["b"], operands["b_scale"], operands["b_zero_point"],
-        operands["output_scale"], operands["output_zero_point"], out.dtype,
-        reciprocal_division=reciprocal_division,
-    )  # fmt: skip
+_MATRIX_FIELDS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
+                  "output_scale", "output_zero_point")  # fmt: skip
+
+
+def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    operands = tuple(
+        views[name] if name in ("a", "b") else matrix_operand(views[name]) for name in _MATRIX_FIELDS
+    )
+    _call(_core.matmul, operands, out, reciprocal_division)
 
 
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]

@@ -1,0 +1,436 @@
+/* The quantized matrix multiply's driver: packing, blocking, threads, and the portable kernels.
+ *
+ * Per batch, B is packed into panels (and A copied where it cannot be read in place, gemm.h), with
+ * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
+ * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
+ * its requantization, straight into the output. Threads either claim whole batches (many batches)
+ * or share each batch's packing and tiles, claiming panels and tile rows one at a time; in both
+ * cases one thread computes each output element, with the same arithmetic.
+ */
+#include <stdlib.h>
+
+#include "gemm.h"
+
+enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
+
+static void *allocate(size_t bytes) {
+#if defined(_MSC_VER)
+    return _aligned_malloc(bytes ? bytes : 64, 64);
+#else
+    void *memory = NULL;
+    return posix_memalign(&memory, 64, bytes ? bytes : 64) == 0 ? memory : NULL;
+#endif
+}
+
+static void release(void *memory) {
+#if defined(_MSC_VER)
+    _aligned_free(memory);
+#else
+    free(memory);
+#endif
+}
+
+static ptrdiff_t min_size(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
+
+/* ---- packing ------------------------------------------------------------------------------------ */
+
+/* rows x k bytes of A (element (0, 0) at a) into one panel of MR rows lda bytes apart, flipped by
+ * xor, zero beyond k and below the last row. */
+static void pack_a_panel(uint8_t *dst, ptrdiff_t lda, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                         ptrdiff_t a_col, uint8_t flip) {
+    for (ptrdiff_t m = 0; m < GEMM_MR; m++) {
+        uint8_t *out = dst + m * lda;
+        const uint8_t *row = (const uint8_t *)a + m * a_row;
+        ptrdiff_t kk = 0;
+        if (m < rows && a_col == 1)
+            for (; kk < k; kk++) out[kk] = row[kk] ^ flip;
+        else if (m < rows)
+            for (; kk < k; kk++) out[kk] = row[kk * a_col] ^ flip;
+        memset(out + kk, 0, (size_t)(lda - kk));
+    }
+}
+
+#if DMLQ_X86
+/* One group of 4 rows x 16 columns of row-major B into [16 columns][4] (SSE2, every x86-64). */
+static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrdiff_t column, __m128i flip) {
+    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + column)), flip);
+    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + column)), flip);
+    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[2] + column)), flip);
+    __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[3] + column)), flip);
+    __m128i low01 = _mm_unpacklo_epi8(r0, r1), high01 = _mm_unpackhi_epi8(r0, r1);
+    __m128i low23 = _mm_unpacklo_epi8(r2, r3), high23 = _mm_unpackhi_epi8(r2, r3);
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(low01, low23));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(low01, low23));
+    _mm_storeu_si128((__m128i *)(dst + 32), _mm_unpacklo_epi16(high01, high23));
+    _mm_storeu_si128((__m128i *)(dst + 48), _mm_unpackhi_epi16(high01, high23));
+}
+#endif
+
+/* k x columns bytes of B (element (0, 0) at b) into one panel [group][NR][4], flipped by xor. */
+static void pack_b_panel(uint8_t *dst, const char *b, ptrdiff_t columns, ptrdiff_t k, ptrdiff_t groups,
+                         ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
+    if (columns < GEMM_NR || k % 4) memset(dst, 0, (size_t)(groups * GEMM_NR * 4));
+    const uint8_t *base = (const uint8_t *)b;
+    ptrdiff_t full_groups = 0;
+#if DMLQ_X86
+    if (b_col == 1 && columns == GEMM_NR) {
+        const __m128i flip16 = _mm_set1_epi8((char)flip);
+        full_groups = k / 4;
+        for (ptrdiff_t g = 0; g < full_groups; g++) {
+            const uint8_t *rows[4];
+            for (int t = 0; t < 4; t++) rows[t] = base + (4 * g + t) * b_row;
+            for (ptrdiff_t n = 0; n < GEMM_NR; n += 16) interleave_16_columns(dst + (g * GEMM_NR + n) * 4, rows, n, flip16);
+        }
+    }
+#endif
+    const uint32_t flip4 = flip * 0x01010101u;
+    for (ptrdiff_t n = 0; n < columns; n++) {
+        const uint8_t *column = base + n * b_col;
+        ptrdiff_t kk = full_groups * 4;
+        if (b_row == 1) {
+            for (; kk + 4 <= k; kk += 4) {
+                uint32_t word;
+                memcpy(&word, column + kk, 4);
+                word ^= flip4;
+                memcpy(dst + ((kk / 4) * GEMM_NR + n) * 4, &word, 4);
+            }
+        }
+        for (; kk < k; kk++) dst[((kk / 4) * GEMM_NR + n) * 4 + kk % 4] = column[kk * b_row] ^ flip;
+    }
+}
+
+/* ---- portable kernels ----------------------------------------------------------------------------- */
+
+static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+    for (int i = 0; i < GEMM_MR * GEMM_NR; i++) tile[i] = 0;
+    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4)
+        for (int m = 0; m < GEMM_MR; m++)
+            for (int n = 0; n < GEMM_NR; n++)
+                for (int t = 0; t < 4; t++) tile[m * GEMM_NR + n] += (int32_t)a[m * lda + t] * b[n * 4 + t];
+}
+
+void dmlq_gemm_row_sums_portable(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int32_t *sums) {
+    for (int m = 0; m < GEMM_MR; m++) {
+        int32_t sum = 0;
+        for (ptrdiff_t kk = 0; kk < k; kk++) sum += a[m * lda + kk];
+        sums[m] = sum;
+    }
+}
+
+void dmlq_gemm_column_sums_portable(const int8_t *b, ptrdiff_t groups, int32_t *sums) {
+    for (int n = 0; n < GEMM_NR; n++) sums[n] = 0;
+    for (ptrdiff_t g = 0; g < groups; g++, b += GEMM_NR * 4)
+        for (int n = 0; n < GEMM_NR; n++) sums[n] += b[n * 4] + b[n * 4 + 1] + b[n * 4 + 2] + b[n * 4 + 3];
+}
+
+/* The correction in 64 bits, valid for any K below 2**23. */
+static int64_t corrected(int64_t dot, const gemm_tile *tile, const gemm_quantization *q, ptrdiff_t m, ptrdiff_t n) {
+    const int64_t zb = q->b_zero[n], column_term = (int64_t)tile->column_sums[n] - (int64_t)q->k * zb;
+    return dot - zb * tile->row_sums[m] - (int64_t)q->a_zero[m] * column_term;
+}
+
+/* Requantize a tile of exact sums (int64), element by element. */
+static void store_requantized(const int64_t *dots, const gemm_tile *tile, const gemm_quantization *q) {
+    for (ptrdiff_t i = 0; i < tile->rows; i++) {
+        const ptrdiff_t m = tile->m0 + i;
+        for (ptrdiff_t j = 0; j < tile->columns; j++) {
+            const ptrdiff_t n = tile->n0 + j;
+            const int64_t acc = corrected(dots[i * GEMM_NR + j], tile, q, m, n);
+            *(uint8_t *)(tile->out + i * tile->out_row + j * tile->out_col) =
+                dmlq_requantize_one(acc, q->a_scale[m], q->b_scale[n], q->out_divisor[m], q->reciprocal,
+                                    q->out_zero_point[m], q->lo, q->hi);
+        }
+    }
+}
+
+void dmlq_gemm_requantize_portable(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q) {
+    int64_t wide[GEMM_MR * GEMM_NR];
+    for (int i = 0; i < GEMM_MR * GEMM_NR; i++) wide[i] = dot[i];
+    store_requantized(wide, tile, q);
+}
+
+const gemm_kernels dmlq_gemm_portable = {dot_portable, dmlq_gemm_requantize_portable, dmlq_gemm_row_sums_portable,
+                                         dmlq_gemm_column_sums_portable};
+
+/* ---- driver --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint8_t *a;            /* copied A' panels of one batch (with A in place: only the last, partial one) */
+    int8_t *b;             /* packed B' */
+    int32_t *row_sums, *column_sums;
+    ptrdiff_t a_offset, b_offset; /* which batch's operands they hold, -1 for none */
+} packed_operands;
+
+typedef struct {
+    const dmlq_gemm_problem *p;
+    const gemm_kernels *kernels;
+    gemm_quantization q;
+    ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
+    int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
+    int per_thread_batches;
+    packed_operands *packed; /* one per thread, or one shared */
+    ptrdiff_t *counters;     /* work claimed so far: batches, or per batch and range its packing and tiles */
+    ptrdiff_t counter_stride; /* ranges per batch and phase (the requested thread count) */
+} gemm_context;
+
+/* Where A panel `panel` of a batch starts, and its row stride: in A itself, or among the copies. */
+static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t panel,
+                              ptrdiff_t *lda) {
+    const dmlq_gemm_problem *p = c->p;
+    if (c->a_in_place && (panel + 1) * GEMM_MR <= p->m) {
+        *lda = p->a_row;
+        return (const uint8_t *)p->a + p->a_offsets[batch] + panel * GEMM_MR * p->a_row;
+    }
+    *lda = c->groups * 4;
+    return pk->a + panel * c->a_panel_bytes;
+}
+
+static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
+    const dmlq_gemm_problem *p = c->p;
+    const char *a = p->a + p->a_offsets[batch];
+    for (ptrdiff_t panel = first; panel < end; panel++) {
+        const ptrdiff_t m0 = panel * GEMM_MR;
+        ptrdiff_t lda;
+        const uint8_t *rows = a_panel(c, pk, batch, panel, &lda);
+        uint8_t *copy = pk->a + panel * c->a_panel_bytes;
+        if (rows == copy)
+            pack_a_panel(copy, lda, a + m0 * p->a_row, min_size(GEMM_MR, p->m - m0), p->k, p->a_row, p->a_col,
+                         p->a_signed ? 0x80 : 0);
+        c->kernels->row_sums(rows, lda, p->k, pk->row_sums + m0);
+    }
+}
+
+static void pack_b_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
+    const dmlq_gemm_problem *p = c->p;
+    const char *b = p->b + p->b_offsets[batch];
+    for (ptrdiff_t panel = first; panel < end; panel++) {
+        const ptrdiff_t n0 = panel * GEMM_NR;
+        int8_t *dst = pk->b + panel * c->b_panel_bytes;
+        pack_b_panel((uint8_t *)dst, b + n0 * p->b_col, min_size(GEMM_NR, p->n - n0), p->k, c->groups, p->b_row,
+                     p->b_col, p->b_signed ? 0 : 0x80);
+        c->kernels->column_sums(dst, c->groups, pk->column_sums + n0);
+    }
+}
+
+static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m_panel,
+                         ptrdiff_t n_panel) {
+    const dmlq_gemm_problem *p = c->p;
+    const ptrdiff_t m0 = m_panel * GEMM_MR, n0 = n_panel * GEMM_NR;
+    const gemm_tile tile = {m0, n0, min_size(GEMM_MR, p->m - m0), min_size(GEMM_NR, p->n - n0),
+                            p->out + p->out_offsets[batch] + m0 * p->out_row + n0 * p->out_col,
+                            p->out_row, p->out_col, pk->row_sums, pk->column_sums};
+    ptrdiff_t lda;
+    const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
+    const int8_t *b = pk->b + n_panel * c->b_panel_bytes;
+    _Alignas(64) int32_t dots[GEMM_MR * GEMM_NR];
+    if (c->groups <= GEMM_CHUNK_GROUPS) {
+        c->kernels->dot(a, lda, b, c->groups, dots);
+        c->kernels->requantize(dots, &tile, &c->q);
+        return;
+    }
+    int64_t sums[GEMM_MR * GEMM_NR] = {0};
+    for (ptrdiff_t g = 0; g < c->groups; g += GEMM_CHUNK_GROUPS) {
+        c->kernels->dot(a + g * 4, lda, b + g * GEMM_NR * 4, min_size(GEMM_CHUNK_GROUPS, c->groups - g), dots);
+        for (int i = 0; i < GEMM_MR * GEMM_NR; i++) sums[i] += dots[i];
+    }
+    store_requantized(sums, &tile, &c->q);
+}
+
+static ptrdiff_t block_panels(const gemm_context *c) {
+    const ptrdiff_t block = BLOCK_BYTES / c->b_panel_bytes;
+    return block < 1 ? 1 : block;
+}
+
+/* Tiles of A panel m with the B panels [nb, min(nb + block, n_end)): a block of B panels stays in
+ * L2 while the A panels pass through it. */
+static void compute_block(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
+                          ptrdiff_t nb, ptrdiff_t n_end) {
+    for (ptrdiff_t n = nb; n < min_size(nb + block_panels(c), n_end); n++) compute_tile(c, pk, batch, m, n);
+}
+
+static void run_batches_per_thread(const gemm_context *c, int thread) {
+    packed_operands *pk = &c->packed[thread];
+    const dmlq_gemm_problem *p = c->p;
+    for (ptrdiff_t batch = dmlq_claim(&c->counters[0]); batch < p->batches; batch = dmlq_claim(&c->counters[0])) {
+        if (pk->a_offset != p->a_offsets[batch]) pack_a_panels(c, pk, batch, 0, c->m_panels);
+        if (pk->b_offset != p->b_offsets[batch]) pack_b_panels(c, pk, batch, 0, c->n_panels);
+        pk->a_offset = p->a_offsets[batch];
+        pk->b_offset = p->b_offsets[batch];
+        for (ptrdiff_t nb = 0; nb < c->n_panels; nb += block_panels(c))
+            for (ptrdiff_t m = 0; m < c->m_panels; m++) compute_block(c, pk, batch, m, nb, c->n_panels);
+    }
+}
+
+/* One batch shared by all threads: its work is split into one range per thread (panels to pack,
+ * tiles to compute: a range of B panels, or of A panels when B has too few). Each thread works
+ * through its own range first, for locality, then helps with the others' (a descheduled thread
+ * delays only the unit it holds). */
+typedef struct {
+    const gemm_context *c;
+    ptrdiff_t batch, a_panels_to_pack, b_panels_to_pack;
+    int threads;
+} batch_work;
+
+static ptrdiff_t range_start(ptrdiff_t count, int range, int ranges) { return count * range / ranges; }
+
+static ptrdiff_t pack_units(const batch_work *w, int r) {
+    return range_start(w->a_panels_to_pack, r + 1, w->threads) - range_start(w->a_panels_to_pack, r, w->threads) +
+           range_start(w->b_panels_to_pack, r + 1, w->threads) - range_start(w->b_panels_to_pack, r, w->threads);
+}
+
+static void pack_unit(const batch_work *w, int r, ptrdiff_t unit) {
+    const ptrdiff_t a_first = range_start(w->a_panels_to_pack, r, w->threads);
+    const ptrdiff_t a_units = range_start(w->a_panels_to_pack, r + 1, w->threads) - a_first;
+    if (unit < a_units) {
+        pack_a_panels(w->c, w->c->packed, w->batch, a_first + unit, a_first + unit + 1);
+    } else {
+        const ptrdiff_t b = range_start(w->b_panels_to_pack, r, w->threads) + unit - a_units;
+        pack_b_panels(w->c, w->c->packed, w->batch, b, b + 1);
+    }
+}
+
+static int split_columns(const batch_work *w) { return w->c->n_panels >= w->threads; }
+
+static ptrdiff_t compute_units(const batch_work *w, int r) {
+    const gemm_context *c = w->c;
+    const ptrdiff_t block = block_panels(c);
+    if (split_columns(w)) {
+        const ptrdiff_t columns = range_start(c->n_panels, r + 1, w->threads) - range_start(c->n_panels, r, w->threads);
+        return (columns + block - 1) / block * c->m_panels;
+    }
+    const ptrdiff_t rows = range_start(c->m_panels, r + 1, w->threads) - range_start(c->m_panels, r, w->threads);
+    return (c->n_panels + block - 1) / block * rows;
+}
+
+static void compute_unit(const batch_work *w, int r, ptrdiff_t unit) {
+    const gemm_context *c = w->c;
+    const ptrdiff_t block = block_panels(c);
+    if (split_columns(w)) {
+        const ptrdiff_t first = range_start(c->n_panels, r, w->threads), end = range_start(c->n_panels, r + 1, w->threads);
+        compute_block(c, c->packed, w->batch, unit % c->m_panels, first + unit / c->m_panels * block, end);
+    } else {
+        const ptrdiff_t first = range_start(c->m_panels, r, w->threads);
+        const ptrdiff_t rows = range_start(c->m_panels, r + 1, w->threads) - first;
+        compute_block(c, c->packed, w->batch, first + unit % rows, unit / rows * block, c->n_panels);
+    }
+}
+
+static void claim_own_range_first(const batch_work *w, ptrdiff_t *counters, int thread,
+                                  ptrdiff_t (*units)(const batch_work *, int),
+                                  void (*run)(const batch_work *, int, ptrdiff_t)) {
+    for (int k = 0; k < w->threads; k++) {
+        const int r = (thread + k) % w->threads;
+        const ptrdiff_t count = units(w, r);
+        for (ptrdiff_t unit = dmlq_claim(&counters[r]); unit < count; unit = dmlq_claim(&counters[r])) run(w, r, unit);
+    }
+}
+
+static void run_batches_together(const gemm_context *c, int thread, int threads) {
+    const dmlq_gemm_problem *p = c->p;
+    ptrdiff_t a_offset = -1, b_offset = -1;
+    for (ptrdiff_t batch = 0; batch < p->batches; batch++) {
+        const int new_a = a_offset != p->a_offsets[batch], new_b = b_offset != p->b_offsets[batch];
+        ptrdiff_t *counters = &c->counters[batch * 2 * c->counter_stride];
+        const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? c->n_panels : 0, threads};
+        if (new_a || new_b) {
+            if (batch > 0) dmlq_barrier(threads); /* the previous batch's tiles are done with the panels */
+            claim_own_range_first(&w, counters, thread, pack_units, pack_unit);
+            dmlq_barrier(threads);
+        }
+        a_offset = p->a_offsets[batch];
+        b_offset = p->b_offsets[batch];
+        claim_own_range_first(&w, counters + c->counter_stride, thread, compute_units, compute_unit);
+    }
+}
+
+static void run_task(void *context, int thread, int threads) {
+    const gemm_context *c = context;
+    (void)threads;
+    if (c->per_thread_batches)
+        run_batches_per_thread(c, thread);
+    else
+        run_batches_together(c, thread, threads);
+}
+
+static const gemm_kernels *kernels_for_level(void) {
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_VNNI) return &dmlq_gemm_vnni;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) return &dmlq_gemm_avx2;
+#endif
+    return &dmlq_gemm_portable;
+}
+
+/* The per-row and per-column vectors, padded with zeros to whole panels. */
+static void fill_quantization(gemm_context *c, double *doubles, int32_t *zeros) {
+    const dmlq_gemm_problem *p = c->p;
+    const ptrdiff_t rows = c->m_panels * GEMM_MR, columns = c->n_panels * GEMM_NR;
+    double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *factor = zero_point + rows;
+    double *b_scale = factor + rows;
+    int32_t *a_zero = zeros, *b_zero = zeros + rows;
+    int nan_possible = 0;
+    for (ptrdiff_t m = 0; m < rows; m++) {
+        const int real = m < p->m;
+        a_scale[m] = real ? (double)p->a_scale[m] : 0.0;
+        divisor[m] = !real ? 1.0 : p->reciprocal ? (double)(1.0f / p->out_scale[m]) : (double)p->out_scale[m];
+        factor[m] = a_scale[m] * (1.0 / divisor[m]);
+        zero_point[m] = real ? (double)p->out_zero_point[m] : 0.0;
+        a_zero[m] = real ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
+        nan_possible |= !isfinite(a_scale[m]) || !isfinite(divisor[m]) || divisor[m] == 0.0 || !isfinite(1.0 / divisor[m]);
+    }
+    for (ptrdiff_t n = 0; n < columns; n++) {
+        const int real = n < p->n;
+        b_scale[n] = real ? (double)p->b_scale[n] : 0.0;
+        b_zero[n] = real ? p->b_zero_point[n] - (p->b_signed ? 0 : 128) : 0;
+        nan_possible |= !isfinite(b_scale[n]);
+    }
+    c->q = (gemm_quantization){p->k, a_scale, b_scale, divisor, zero_point, factor, a_zero, b_zero, p->reciprocal,
+                               nan_possible, p->out_signed ? -128.0 : 0.0, p->out_signed ? 127.0 : 255.0};
+}
+
+static int allocate_packed(packed_operands *pk, const gemm_context *c) {
+    pk->a = allocate((size_t)(c->m_panels * c->a_panel_bytes));
+    pk->b = allocate((size_t)(c->n_panels * c->b_panel_bytes));
+    pk->row_sums = allocate(sizeof(int32_t) * (size_t)(c->m_panels * GEMM_MR));
+    pk->column_sums = allocate(sizeof(int32_t) * (size_t)(c->n_panels * GEMM_NR));
+    pk->a_offset = pk->b_offset = -1;
+    return pk->a && pk->b && pk->row_sums && pk->column_sums ? 0 : -1;
+}
+
+static void release_packed(packed_operands *pk) {
+    release(pk->a);
+    release(pk->b);
+    release(pk->row_sums);
+    release(pk->column_sums);
+}
+
+int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
+    gemm_context c = {.p = p, .kernels = kernels_for_level()};
+    c.groups = (p->k + 3) / 4;
+    c.m_panels = (p->m + GEMM_MR - 1) / GEMM_MR;
+    c.n_panels = (p->n + GEMM_NR - 1) / GEMM_NR;
+    c.a_panel_bytes = c.groups * GEMM_MR * 4;
+    c.a_in_place = !p->a_signed && p->a_col == 1 && p->k % 4 == 0;
+    c.b_panel_bytes = c.groups * GEMM_NR * 4;
+    if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
+    c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
+    const int buffers = c.per_thread_batches ? threads : 1;
+    const ptrdiff_t rows = c.m_panels * GEMM_MR, columns = c.n_panels * GEMM_NR;
+    double *doubles = allocate(sizeof(double) * (size_t)(4 * rows + columns));
+    int32_t *zeros = allocate(sizeof(int32_t) * (size_t)(rows + columns));
+    packed_operands *packed = calloc((size_t)buffers, sizeof(packed_operands));
+    c.counter_stride = threads;
+    c.counters = calloc((size_t)(2 * p->batches * threads), sizeof(ptrdiff_t));
+    int status = doubles && zeros && packed && c.counters ? 0 : -1;
+    for (int i = 0; status == 0 && i < buffers; i++) status = allocate_packed(&packed[i], &c);
+    if (status == 0) {
+        fill_quantization(&c, doubles, zeros);
+        c.packed = packed;
+        dmlq_parallel(run_task, &c, threads);
+    }
+    for (int i = 0; packed && i < buffers; i++) release_packed(&packed[i]);
+    free(packed);
+    free(c.counters);
+    release(doubles);
+    release(zeros);
+    return status;
+}

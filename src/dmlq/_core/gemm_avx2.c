@@ -1,0 +1,42 @@
+/* The matrix multiply's AVX2 dot product: bytes widened to int16 and multiplied by vpmaddwd, which
+ * is exact (vpmaddubsw would saturate). Requantization and sums use the portable code. */
+#include "gemm.h"
+
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+
+enum { HALF_ROWS = GEMM_MR / 2 };
+
+/* HALF_ROWS rows x 8 columns over all groups. Lanes hold pair sums: (column, k 0-1), (column, k 2-3). */
+static void dot_rows_8_columns(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+    __m256i acc[HALF_ROWS][2];
+    for (int m = 0; m < HALF_ROWS; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
+        const __m256i b_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+        const __m256i b_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+        for (int m = 0; m < HALF_ROWS; m++) {
+            int32_t word;
+            memcpy(&word, a + m * lda, 4);
+            const __m256i av = _mm256_cvtepu8_epi16(_mm_set1_epi32(word));
+            acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(av, b_low));
+            acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(av, b_high));
+        }
+    }
+    for (int m = 0; m < HALF_ROWS; m++) {
+        const __m256i pairs = _mm256_hadd_epi32(acc[m][0], acc[m][1]);
+        _mm256_storeu_si256((__m256i *)(tile + m * GEMM_NR), _mm256_permute4x64_epi64(pairs, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+}
+
+static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+    for (int half = 0; half < 2; half++)
+        for (int column = 0; column < GEMM_NR; column += 8)
+            dot_rows_8_columns(a + half * HALF_ROWS * lda, lda, b + column * 4, groups,
+                               tile + half * HALF_ROWS * GEMM_NR + column);
+}
+
+const gemm_kernels dmlq_gemm_avx2 = {dot_avx2, dmlq_gemm_requantize_portable, dmlq_gemm_row_sums_portable,
+                                     dmlq_gemm_column_sums_portable};
+
+DMLQ_END_TARGET
+#endif

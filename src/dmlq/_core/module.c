@@ -1,0 +1,455 @@
+/* dmlq._core: the compiled kernels behind dmlq.kernels, on NumPy arrays, without the GIL.
+ *
+ * Callers (dmlq.kernels) pass arrays of the operators' types and shapes; the functions here check
+ * them defensively (ValueError). Arrays the kernels cannot use in place raise BufferError: a
+ * misaligned or byte-swapped operand, or an output overlapping an input other than exactly (the
+ * caller then retries on copies).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <numpy/arrayobject.h>
+
+#include "common.h"
+
+static const char *const LEVEL_NAMES[] = {"portable", "avx2", "avx512", "avx512_vnni"};
+
+/* ---- arrays ----------------------------------------------------------------------------------- */
+
+static int type_of(PyArrayObject *array) {
+    const char kind = PyArray_DESCR(array)->kind;
+    switch (PyArray_ITEMSIZE(array)) {
+    case 1: return kind == 'i' ? DMLQ_I8 : kind == 'u' ? DMLQ_U8 : -1;
+    case 2: return kind == 'f' ? DMLQ_F16 : kind == 'i' ? DMLQ_I16 : kind == 'u' ? DMLQ_U16 : -1;
+    case 4: return kind == 'f' ? DMLQ_F32 : kind == 'i' ? DMLQ_I32 : kind == 'u' ? DMLQ_U32 : -1;
+    case 8: return kind == 'f' ? DMLQ_F64 : kind == 'i' ? DMLQ_I64 : kind == 'u' ? DMLQ_U64 : -1;
+    default: return -1;
+    }
+}
+
+static int is_signed_byte(PyArrayObject *array) { return type_of(array) == DMLQ_I8; }
+
+static PyArrayObject *as_array(PyObject *object, const char *name, int allow_none) {
+    if (object == Py_None && allow_none) return NULL;
+    if (!PyArray_Check(object)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray", name);
+        return NULL;
+    }
+    PyArrayObject *array = (PyArrayObject *)object;
+    if (!PyArray_ISALIGNED(array) || !PyArray_ISNOTSWAPPED(array)) {
+        PyErr_Format(PyExc_BufferError, "%s must be aligned and in native byte order", name);
+        return NULL;
+    }
+    if (type_of(array) < 0) {
+        PyErr_Format(PyExc_ValueError, "%s has an unsupported dtype", name);
+        return NULL;
+    }
+    return array;
+}
+
+static int check_output(PyArrayObject *out) {
+    if (!PyArray_ISWRITEABLE(out)) {
+        PyErr_SetString(PyExc_ValueError, "out must be writable");
+        return -1;
+    }
+    return 0;
+}
+
+/* The bytes [start, end) an array addresses (strides may be negative); empty for no elements. */
+static void extent(PyArrayObject *array, uintptr_t *start, uintptr_t *end) {
+    uintptr_t low = (uintptr_t)PyArray_BYTES(array), high = low + (uintptr_t)PyArray_ITEMSIZE(array);
+    *start = *end = 0;
+    for (int d = 0; d < PyArray_NDIM(array); d++) {
+        if (PyArray_DIM(array, d) == 0) return;
+        const ptrdiff_t span = (PyArray_DIM(array, d) - 1) * PyArray_STRIDE(array, d);
+        if (span < 0)
+            low -= (uintptr_t)-span;
+        else
+            high += (uintptr_t)span;
+    }
+    *start = low;
+    *end = high;
+}
+
+/* An output may overlap an input only by being exactly it (same address and strides), and only
+ * where `identical_allowed` (element-wise operators, which read each element before writing it). */
+static int check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed) {
+    uintptr_t out_start, out_end;
+    extent(out, &out_start, &out_end);
+    for (int i = 0; i < count; i++) {
+        PyArrayObject *input = inputs[i];
+        uintptr_t start, end;
+        if (!input) continue;
+        extent(input, &start, &end);
+        if (start >= out_end || out_start >= end) continue;
+        if (identical_allowed && PyArray_BYTES(input) == PyArray_BYTES(out) &&
+            !memcmp(PyArray_STRIDES(input), PyArray_STRIDES(out), sizeof(npy_intp) * (size_t)PyArray_NDIM(out)))
+            continue;
+        PyErr_SetString(PyExc_BufferError, "out overlaps an input");
+        return -1;
+    }
+    return 0;
+}
+
+/* Operands of one element-wise operator: same shape as the output (the last one), 1 to 8 dims. */
+static int build_loop(dmlq_loop *loop, PyArrayObject **arrays, int count) {
+    PyArrayObject *out = arrays[count - 1];
+    const int ndim = PyArray_NDIM(out);
+    if (ndim > DMLQ_MAX_DIMS) {
+        PyErr_SetString(PyExc_ValueError, "at most 8 dimensions");
+        return -1;
+    }
+    loop->operands = count;
+    loop->ndim = ndim;
+    loop->output_size = PyArray_ITEMSIZE(out);
+    for (int d = 0; d < ndim; d++) loop->shape[d] = PyArray_DIM(out, d);
+    for (int op = 0; op < count; op++) {
+        PyArrayObject *array = arrays[op];
+        if (!array) { /* an absent zero point */
+            loop->data[op] = NULL;
+            for (int d = 0; d < ndim; d++) loop->strides[op][d] = 0;
+            continue;
+        }
+        if (PyArray_NDIM(array) != ndim) {
+            PyErr_SetString(PyExc_ValueError, "operands must have the output's shape");
+            return -1;
+        }
+        for (int d = 0; d < ndim; d++) {
+            if (PyArray_DIM(array, d) != loop->shape[d]) {
+                PyErr_SetString(PyExc_ValueError, "operands must have the output's shape");
+                return -1;
+            }
+            loop->strides[op][d] = PyArray_STRIDE(array, d);
+        }
+        loop->data[op] = PyArray_BYTES(array);
+    }
+    return check_overlaps(out, arrays, count - 1, 1);
+}
+
+static const dmlq_row_table *rows_for_level(void) {
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX512) return &dmlq_rows_avx512;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) return &dmlq_rows_avx2;
+#endif
+    return &dmlq_rows_portable;
+}
+
+static PyObject *run(dmlq_loop *loop, dmlq_row_fn row, const void *params) {
+    const int threads = dmlq_num_threads();
+    Py_BEGIN_ALLOW_THREADS
+    dmlq_run_elementwise(loop, row, params, threads);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static int byte_bounds(PyArrayObject *out, float *lo, float *hi) {
+    const int type = type_of(out);
+    if (type != DMLQ_U8 && type != DMLQ_I8) {
+        PyErr_SetString(PyExc_ValueError, "the output must be uint8 or int8");
+        return -1;
+    }
+    *lo = type == DMLQ_I8 ? -128.0f : 0.0f;
+    *hi = type == DMLQ_I8 ? 127.0f : 255.0f;
+    return 0;
+}
+
+/* ---- element-wise operators ---------------------------------------------------------------------- */
+
+static PyObject *quantize(PyObject *self, PyObject *args) {
+    PyObject *x_object, *scale_object, *zero_object, *out_object;
+    int reciprocal;
+    if (!PyArg_ParseTuple(args, "OOOOp", &x_object, &scale_object, &zero_object, &out_object, &reciprocal)) return NULL;
+    PyArrayObject *arrays[4] = {as_array(x_object, "x", 0), as_array(scale_object, "scale", 0),
+                                as_array(zero_object, "zero_point", 1), as_array(out_object, "out", 0)};
+    if (PyErr_Occurred() || check_output(arrays[3]) < 0) return NULL;
+    dmlq_quantize_params params = {type_of(arrays[0]), type_of(arrays[1]), arrays[2] != NULL,
+                                   is_signed_byte(arrays[3]), reciprocal, 0.0f, 0.0f};
+    if (byte_bounds(arrays[3], &params.lo, &params.hi) < 0) return NULL;
+    if ((params.x_type != DMLQ_F32 && params.x_type != DMLQ_F16 && params.x_type != DMLQ_I32) ||
+        (params.scale_type != DMLQ_F32 && params.scale_type != DMLQ_F16) ||
+        (arrays[2] && type_of(arrays[2]) != type_of(arrays[3]))) {
+        PyErr_SetString(PyExc_ValueError, "quantize: unsupported dtypes");
+        return NULL;
+    }
+    dmlq_loop loop;
+    if (build_loop(&loop, arrays, 4) < 0) return NULL;
+    return run(&loop, rows_for_level()->quantize, &params);
+}
+
+static PyObject *dequantize(PyObject *self, PyObject *args) {
+    PyObject *q_object, *scale_object, *zero_object, *out_object;
+    if (!PyArg_ParseTuple(args, "OOOO", &q_object, &scale_object, &zero_object, &out_object)) return NULL;
+    PyArrayObject *arrays[4] = {as_array(q_object, "q", 0), as_array(scale_object, "scale", 0),
+                                as_array(zero_object, "zero_point", 1), as_array(out_object, "out", 0)};
+    if (PyErr_Occurred() || check_output(arrays[3]) < 0) return NULL;
+    dmlq_dequantize_params params = {type_of(arrays[0]), type_of(arrays[1]), type_of(arrays[3]), arrays[2] != NULL};
+    const int q = params.q_type;
+    if (q == DMLQ_F16 || q == DMLQ_F32 || q == DMLQ_F64 || q == DMLQ_I64 || q == DMLQ_U64 ||
+        (params.scale_type != DMLQ_F32 && params.scale_type != DMLQ_F16) || params.out_type != params.scale_type ||
+        (arrays[2] && type_of(arrays[2]) != q)) {
+        PyErr_SetString(PyExc_ValueError, "dequantize: unsupported dtypes");
+        return NULL;
+    }
+    dmlq_loop loop;
+    if (build_loop(&loop, arrays, 4) < 0) return NULL;
+    return run(&loop, rows_for_level()->dequantize, &params);
+}
+
+static PyObject *quantized_add(PyObject *self, PyObject *args) {
+    PyObject *a_object, *b_object, *out_object;
+    double a_scale, b_scale, out_scale;
+    int a_zero, b_zero, out_zero, reciprocal;
+    if (!PyArg_ParseTuple(args, "OOOdididip", &a_object, &b_object, &out_object, &a_scale, &a_zero, &b_scale,
+                          &b_zero, &out_scale, &out_zero, &reciprocal))
+        return NULL;
+    PyArrayObject *arrays[3] = {as_array(a_object, "a", 0), as_array(b_object, "b", 0), as_array(out_object, "out", 0)};
+    if (PyErr_Occurred() || check_output(arrays[2]) < 0) return NULL;
+    for (int i = 0; i < 2; i++) {
+        if (type_of(arrays[i]) != DMLQ_U8 && type_of(arrays[i]) != DMLQ_I8) {
+            PyErr_SetString(PyExc_ValueError, "quantized_add: a and b must be uint8 or int8");
+            return NULL;
+        }
+    }
+    dmlq_qadd_params params = {is_signed_byte(arrays[0]), is_signed_byte(arrays[1]), is_signed_byte(arrays[2]),
+                               a_zero, b_zero, (float)a_scale, (float)b_scale, (float)out_scale, (float)out_zero,
+                               reciprocal, 0.0f, 0.0f};
+    if (byte_bounds(arrays[2], &params.lo, &params.hi) < 0) return NULL;
+    dmlq_loop loop;
+    if (build_loop(&loop, arrays, 3) < 0) return NULL;
+    return run(&loop, rows_for_level()->quantized_add, &params);
+}
+
+static PyObject *add(PyObject *self, PyObject *args) {
+    PyObject *a_object, *b_object, *out_object;
+    int activation;
+    double p0, p1;
+    if (!PyArg_ParseTuple(args, "OOOi(dd)", &a_object, &b_object, &out_object, &activation, &p0, &p1)) return NULL;
+    PyArrayObject *arrays[3] = {as_array(a_object, "a", 0), as_array(b_object, "b", 0), as_array(out_object, "out", 0)};
+    if (PyErr_Occurred() || check_output(arrays[2]) < 0) return NULL;
+    dmlq_add_params params = {type_of(arrays[2]), activation, {p0, p1}};
+    if (type_of(arrays[0]) != params.type || type_of(arrays[1]) != params.type || params.type == DMLQ_F64 ||
+        (activation != DMLQ_ACT_NONE && params.type != DMLQ_F32 && params.type != DMLQ_F16)) {
+        PyErr_SetString(PyExc_ValueError, "add: unsupported dtypes");
+        return NULL;
+    }
+    dmlq_loop loop;
+    if (build_loop(&loop, arrays, 3) < 0) return NULL;
+    return run(&loop, rows_for_level()->add, &params);
+}
+
+/* ---- matrix multiply ------------------------------------------------------------------------------ */
+
+/* A [rows, columns] scale or zero point, broadcast along its size-1 dimensions, as a vector. */
+static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const char *name, float *floats,
+                       int32_t *integers) {
+    if (!array) {
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = 0;
+        return 0;
+    }
+    const int type = type_of(array);
+    const int wanted_float = floats != NULL;
+    if (PyArray_NDIM(array) != 2 || (wanted_float ? type != DMLQ_F32 : (type != DMLQ_U8 && type != DMLQ_I8))) {
+        PyErr_Format(PyExc_ValueError, "%s must be a 2-D %s array", name, wanted_float ? "float32" : "8-bit");
+        return -1;
+    }
+    const ptrdiff_t size = PyArray_DIM(array, axis), other = PyArray_DIM(array, 1 - axis);
+    if ((size != 1 && size != length) || other != 1) {
+        PyErr_Format(PyExc_ValueError, "%s has a shape that is neither per-tensor nor per-%s", name,
+                     axis == 0 ? "row" : "column");
+        return -1;
+    }
+    const char *data = PyArray_BYTES(array);
+    const ptrdiff_t stride = size == 1 ? 0 : PyArray_STRIDE(array, axis);
+    for (ptrdiff_t i = 0; i < length; i++) {
+        const char *p = data + i * stride;
+        if (wanted_float)
+            floats[i] = *(const float *)p;
+        else
+            integers[i] = type == DMLQ_I8 ? *(const int8_t *)p : *(const uint8_t *)p;
+    }
+    return 0;
+}
+
+/* Byte offsets of every batch (the dimensions before the last two), in row-major batch order. */
+static void batch_offsets(PyArrayObject *array, PyArrayObject *out, ptrdiff_t *offsets) {
+    const int batch_dims = PyArray_NDIM(out) - 2;
+    ptrdiff_t index[2] = {0, 0}, count = 1;
+    for (int d = 0; d < batch_dims; d++) count *= PyArray_DIM(out, d);
+    for (ptrdiff_t b = 0; b < count; b++) {
+        ptrdiff_t offset = 0;
+        for (int d = 0; d < batch_dims; d++) offset += index[d] * PyArray_STRIDE(array, d);
+        offsets[b] = offset;
+        for (int d = batch_dims - 1; d >= 0 && ++index[d] == PyArray_DIM(out, d); d--) index[d] = 0;
+    }
+}
+
+static int check_matrices(PyArrayObject *a, PyArrayObject *b, PyArrayObject *out) {
+    const int ndim = PyArray_NDIM(out);
+    if (ndim < 2 || ndim > 4 || PyArray_NDIM(a) != ndim || PyArray_NDIM(b) != ndim) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a, b and out need the same 2 to 4 dimensions");
+        return -1;
+    }
+    for (int d = 0; d < ndim - 2; d++) {
+        if (PyArray_DIM(a, d) != PyArray_DIM(out, d) || PyArray_DIM(b, d) != PyArray_DIM(out, d)) {
+            PyErr_SetString(PyExc_ValueError, "matmul: batch sizes must equal the output's");
+            return -1;
+        }
+    }
+    if (PyArray_DIM(a, ndim - 2) != PyArray_DIM(out, ndim - 2) || PyArray_DIM(b, ndim - 1) != PyArray_DIM(out, ndim - 1) ||
+        PyArray_DIM(a, ndim - 1) != PyArray_DIM(b, ndim - 2)) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a is [..., M, K], b [..., K, N], out [..., M, N]");
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        PyArrayObject *array = i == 0 ? a : i == 1 ? b : out;
+        if (type_of(array) != DMLQ_U8 && type_of(array) != DMLQ_I8) {
+            PyErr_SetString(PyExc_ValueError, "matmul: a, b and out must be uint8 or int8");
+            return -1;
+        }
+    }
+    if (PyArray_DIM(a, ndim - 1) >= (1 << 23)) {
+        PyErr_SetString(PyExc_ValueError, "matmul: K must be below 8388608");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *matmul(PyObject *self, PyObject *args) {
+    PyObject *objects[9];
+    int reciprocal;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOp", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5], &objects[6], &objects[7], &objects[8], &reciprocal))
+        return NULL;
+    static const char *const names[9] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
+                                         "output_scale", "output_zero_point", "out"};
+    PyArrayObject *arrays[9];
+    for (int i = 0; i < 9; i++) arrays[i] = as_array(objects[i], names[i], i == 2 || i == 5 || i == 7);
+    if (PyErr_Occurred() || check_output(arrays[8]) < 0) return NULL;
+    PyArrayObject *a = arrays[0], *b = arrays[3], *out = arrays[8];
+    if (check_matrices(a, b, out) < 0 || check_overlaps(out, arrays, 8, 0) < 0) return NULL;
+    const int ndim = PyArray_NDIM(out);
+    dmlq_gemm_problem p = {1, PyArray_DIM(out, ndim - 2), PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
+    for (int d = 0; d < ndim - 2; d++) p.batches *= PyArray_DIM(out, d);
+    if (p.batches == 0 || p.m == 0 || p.n == 0) Py_RETURN_NONE;
+    float *floats = PyMem_Malloc(sizeof(float) * (size_t)(3 * p.m + p.n));
+    int32_t *integers = PyMem_Malloc(sizeof(int32_t) * (size_t)(2 * p.m + p.n));
+    ptrdiff_t *offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(3 * p.batches));
+    if (!floats || !integers || !offsets) {
+        PyMem_Free(floats);
+        PyMem_Free(integers);
+        PyMem_Free(offsets);
+        return PyErr_NoMemory();
+    }
+    float *a_scale = floats, *out_scale = a_scale + p.m, *out_zero_float = out_scale + p.m, *b_scale = out_zero_float + p.m;
+    int32_t *a_zero = integers, *out_zero = a_zero + p.m, *b_zero = out_zero + p.m;
+    int status = read_vector(arrays[1], p.m, 0, names[1], a_scale, NULL);
+    if (!status) status = read_vector(arrays[2], p.m, 0, names[2], NULL, a_zero);
+    if (!status) status = read_vector(arrays[4], p.n, 1, names[4], b_scale, NULL);
+    if (!status) status = read_vector(arrays[5], p.n, 1, names[5], NULL, b_zero);
+    if (!status) status = read_vector(arrays[6], p.m, 0, names[6], out_scale, NULL);
+    if (!status) status = read_vector(arrays[7], p.m, 0, names[7], NULL, out_zero);
+    for (ptrdiff_t m = 0; !status && m < p.m; m++) out_zero_float[m] = (float)out_zero[m];
+    if (!status) {
+        batch_offsets(a, out, offsets);
+        batch_offsets(b, out, offsets + p.batches);
+        batch_offsets(out, out, offsets + 2 * p.batches);
+        p.a = PyArray_BYTES(a);
+        p.b = PyArray_BYTES(b);
+        p.out = PyArray_BYTES(out);
+        p.a_offsets = offsets;
+        p.b_offsets = offsets + p.batches;
+        p.out_offsets = offsets + 2 * p.batches;
+        p.a_row = PyArray_STRIDE(a, ndim - 2);
+        p.a_col = PyArray_STRIDE(a, ndim - 1);
+        p.b_row = PyArray_STRIDE(b, ndim - 2);
+        p.b_col = PyArray_STRIDE(b, ndim - 1);
+        p.out_row = PyArray_STRIDE(out, ndim - 2);
+        p.out_col = PyArray_STRIDE(out, ndim - 1);
+        p.a_signed = is_signed_byte(a);
+        p.b_signed = is_signed_byte(b);
+        p.out_signed = is_signed_byte(out);
+        p.a_scale = a_scale;
+        p.b_scale = b_scale;
+        p.out_scale = out_scale;
+        p.a_zero_point = a_zero;
+        p.b_zero_point = b_zero;
+        p.out_zero_point = out_zero_float;
+        p.reciprocal = reciprocal;
+        const int threads = dmlq_num_threads();
+        Py_BEGIN_ALLOW_THREADS
+        status = dmlq_gemm(&p, threads);
+        Py_END_ALLOW_THREADS
+        if (status) PyErr_NoMemory();
+    }
+    PyMem_Free(floats);
+    PyMem_Free(integers);
+    PyMem_Free(offsets);
+    if (status) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- configuration ------------------------------------------------------------------------------- */
+
+static PyObject *set_num_threads(PyObject *self, PyObject *arg) {
+    const long threads = PyLong_AsLong(arg);
+    if (threads == -1 && PyErr_Occurred()) return NULL;
+    if (threads < 1) {
+        PyErr_SetString(PyExc_ValueError, "the thread count must be at least 1");
+        return NULL;
+    }
+    dmlq_set_num_threads(threads > 1024 ? 1024 : (int)threads);
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_num_threads(PyObject *self, PyObject *unused) { return PyLong_FromLong(dmlq_num_threads()); }
+
+static PyObject *level_name(int level) { return PyUnicode_FromString(LEVEL_NAMES[level]); }
+
+static PyObject *get_level(PyObject *self, PyObject *unused) { return level_name(dmlq_level()); }
+
+static PyObject *detected_level(PyObject *self, PyObject *unused) { return level_name(dmlq_detected_level()); }
+
+static PyObject *set_level(PyObject *self, PyObject *arg) {
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    for (int level = 0; level < 4; level++) {
+        if (strcmp(name, LEVEL_NAMES[level]) == 0) {
+            if (dmlq_set_level(level) < 0) break;
+            Py_RETURN_NONE;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "level %R is unknown or above this CPU's %s", arg, LEVEL_NAMES[dmlq_detected_level()]);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"quantize", quantize, METH_VARARGS, "quantize(x, scale, zero_point, out, reciprocal_division)"},
+    {"dequantize", dequantize, METH_VARARGS, "dequantize(q, scale, zero_point, out)"},
+    {"quantized_add", quantized_add, METH_VARARGS,
+     "quantized_add(a, b, out, a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point, "
+     "reciprocal_division)"},
+    {"add", add, METH_VARARGS, "add(a, b, out, activation_type_value, (p0, p1))"},
+    {"matmul", matmul, METH_VARARGS,
+     "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "
+     "reciprocal_division)"},
+    {"set_num_threads", set_num_threads, METH_O, "Threads used by the kernels (at least 1)."},
+    {"get_num_threads", get_num_threads, METH_NOARGS, "Threads used by the kernels."},
+    {"get_level", get_level, METH_NOARGS, "The instruction-set level in use."},
+    {"detected_level", detected_level, METH_NOARGS, "The best instruction-set level of this CPU."},
+    {"set_level", set_level, METH_O, "Use a level at or below the detected one (for tests)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "dmlq._core", "dmlq's compiled kernels.", -1, methods};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    import_array();
+    dmlq_threads_init();
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *levels = Py_BuildValue("(ssss)", LEVEL_NAMES[0], LEVEL_NAMES[1], LEVEL_NAMES[2], LEVEL_NAMES[3]);
+    if (!levels || PyModule_AddObject(m, "LEVELS", levels) < 0) {
+        Py_XDECREF(levels);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,256 @@
+/* The element-wise rows compiled for AVX-512 (F, BW, VL, DQ) with F16C. */
+#include <math.h>
+
+#include "common.h"
+
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
+
+static void halves_to_floats(float *dst, const uint16_t *src, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+    for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
+}
+
+static void floats_to_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = dmlq_float_to_half(src[i]);
+}
+
+/* ---- fused loops for contiguous operands with per-tensor scales ------------------------------------ */
+
+/* Elements before out + i * size is aligned to `alignment` bytes (at most n). */
+static ptrdiff_t head_count(const char *out, ptrdiff_t size, ptrdiff_t alignment, ptrdiff_t n) {
+    const ptrdiff_t misalignment = (ptrdiff_t)((uintptr_t)out & (uintptr_t)(alignment - 1));
+    const ptrdiff_t head = misalignment ? (alignment - misalignment) / size : 0;
+    return head < n ? head : n;
+}
+
+static inline __mmask16 first(ptrdiff_t count) { return count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1u); }
+
+/* float32(bytes - zero) * scale, 16 lanes. */
+static inline __m512 scaled_bytes(const uint8_t *bytes, int is_signed, __mmask16 mask, __m512i zero, __m512 scale) {
+    const __m128i loaded = _mm_maskz_loadu_epi8(mask, bytes);
+    const __m512i wide = is_signed ? _mm512_cvtepi8_epi32(loaded) : _mm512_cvtepu8_epi32(loaded);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(wide, zero)), scale);
+}
+
+/* round(x / divisor), half to even, with x / divisor a true float32 division where it matters.
+ *
+ * Divisions are slow, so first y = x * inverse, inverse = 1 / divisor rounded (a normal float):
+ * y is within |y| * 2**-22 of the float32 quotient q (three roundings of 2**-24). Where |y| <= 1024
+ * that is below 2**-12, so if y is farther than 2**-11 from the nearest half-integer, q rounds to
+ * the same integer; where |y| > 1024, y and q both saturate any 8-bit output whatever the zero
+ * point. Only vectors with a lane near a tie (or NaN, inf) take the division. */
+static inline __m512 rounded_quotient(__m512 x, __m512 divisor, __m512 inverse, int estimate) {
+    if (estimate) {
+        const __m512 y = _mm512_mul_ps(x, inverse);
+        const __m512 rounded = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512 distance = _mm512_abs_ps(_mm512_sub_ps(y, rounded));
+        if (_mm512_cmp_ps_mask(distance, _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ) == 0xffff) return rounded;
+    }
+    return _mm512_roundscale_ps(_mm512_div_ps(x, divisor), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* The reciprocal of a scalar divisor when it is a normal float (the estimate's error bound), else 0. */
+static float normal_inverse(float divisor) {
+    const float inverse = 1.0f / divisor;
+    return fabsf(inverse) >= 0x1p-126f && fabsf(inverse) <= 0x1.fffffep127f ? inverse : 0.0f;
+}
+
+enum { DIVIDE, DIVIDE_WITH_ESTIMATE, MULTIPLY };
+
+static int quotient_mode(int reciprocal, float inverse) {
+    return reciprocal ? MULTIPLY : inverse != 0.0f ? DIVIDE_WITH_ESTIMATE : DIVIDE;
+}
+
+/* clamp(round(x / divisor) + zero) with NaN -> 0 (x * divisor when MULTIPLY), as 16 bytes.
+ * check_nan = 0 where the caller knows x / divisor cannot be NaN. */
+static inline __m128i quantized(__m512 x, __m512 divisor, __m512 inverse, int mode, __m512 zero, __m512 lo,
+                                __m512 hi, int check_nan) {
+    __m512 r = mode == MULTIPLY
+                   ? _mm512_roundscale_ps(_mm512_mul_ps(x, divisor), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                   : rounded_quotient(x, divisor, inverse, mode == DIVIDE_WITH_ESTIMATE);
+    r = _mm512_add_ps(r, zero);
+    const __mmask16 ordered = check_nan ? _mm512_cmp_ps_mask(r, r, _CMP_ORD_Q) : (__mmask16)0xffff;
+    r = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi)); /* max(NaN, lo) is lo */
+    return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r));
+}
+
+static inline void store_bytes(uint8_t *out, __m128i v, __mmask16 mask, int stream) {
+    if (mask != 0xffff)
+        _mm_mask_storeu_epi8(out, mask, v);
+    else if (stream)
+        _mm_stream_si128((__m128i *)out, v);
+    else
+        _mm_storeu_si128((__m128i *)out, v);
+}
+
+static inline void store_floats16(float *out, __m512 v, __mmask16 mask, int stream) {
+    if (mask != 0xffff)
+        _mm512_mask_storeu_ps(out, mask, v);
+    else if (stream)
+        _mm512_stream_ps(out, v);
+    else
+        _mm512_storeu_ps(out, v);
+}
+
+/* Runs BODY(i, mask, stream) over n elements in steps of 16: a masked head up to the output's
+ * alignment, whole vectors, a masked tail. With `stream` (a large output), whole vectors bypass the
+ * caches: they would only evict the inputs, and skipping the read-for-ownership saves a third of an
+ * add's memory traffic. */
+#define VECTOR_LOOP(out, size, alignment, n, BODY)                                        \
+    do {                                                                                  \
+        ptrdiff_t i = head_count((const char *)(out), size, alignment, n);                \
+        if (i) BODY(0, first(i), 0);                                                      \
+        _Pragma("GCC unroll 4") for (; i + 16 <= (n); i += 16) BODY(i, (__mmask16)0xffff, stream); \
+        if (i < (n)) BODY(i, first((n) - i), 0);                                          \
+        if (stream) _mm_sfence();                                                         \
+    } while (0)
+
+static int fast_quantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_quantize_params *P,
+                         int stream) {
+    if (P->x_type != DMLQ_F32 || P->scale_type != DMLQ_F32 || s[0] != 4 || s[1] != 0 ||
+        (P->has_zero_point && s[2] != 0) || s[3] != 1)
+        return 0;
+    const float scale = *(const float *)p[1];
+    const __m512 divisor = _mm512_set1_ps(P->reciprocal ? 1.0f / scale : scale);
+    const float inverse_value = normal_inverse(scale);
+    const __m512 inverse = _mm512_set1_ps(inverse_value);
+    const int mode = quotient_mode(P->reciprocal, inverse_value);
+    const __m512 zero = _mm512_set1_ps(P->has_zero_point ? dmlq_byte_value(p[2], P->out_signed) : 0.0f);
+    const __m512 lo = _mm512_set1_ps(P->lo), hi = _mm512_set1_ps(P->hi);
+    const float *x = (const float *)p[0];
+    uint8_t *out = (uint8_t *)p[3];
+#define QUANTIZE_16(i, mask, stream) \
+    store_bytes(out + (i), quantized(_mm512_maskz_loadu_ps(mask, x + (i)), divisor, inverse, mode, zero, lo, hi, 1), \
+                mask, stream)
+    VECTOR_LOOP(out, 1, 16, n, QUANTIZE_16);
+    return 1;
+}
+
+/* float32(q - zero) * scale for contiguous 8-bit q and float32 output; the scale and the zero
+ * point are per-tensor or vary along the row (contiguous), each combination compiled apart. */
+static inline __attribute__((always_inline)) void dequantize_loop(const uint8_t *q, const char *scales,
+                                                                  const char *zeros, float *out, ptrdiff_t n,
+                                                                  const int is_signed, const int has_zero,
+                                                                  const int scale_varies, const int zero_varies,
+                                                                  int stream) {
+    const __m512 scale = _mm512_set1_ps(*(const float *)scales);
+    const __m512i zero = _mm512_set1_epi32(has_zero ? (int32_t)dmlq_byte_value(zeros, is_signed) : 0);
+    const float *scale_row = (const float *)scales;
+    const uint8_t *zero_row = (const uint8_t *)zeros;
+#define SCALE_16(i, mask) (scale_varies ? _mm512_maskz_loadu_ps(mask, scale_row + (i)) : scale)
+#define ZERO_16(i, mask)                                                                                       \
+    (zero_varies ? (is_signed ? _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, zero_row + (i)))               \
+                              : _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, zero_row + (i))))              \
+                 : zero)
+#define DEQUANTIZE_16(i, mask, stream) \
+    store_floats16(out + (i), scaled_bytes(q + (i), is_signed, mask, ZERO_16(i, mask), SCALE_16(i, mask)), mask, stream)
+    VECTOR_LOOP(out, 4, 64, n, DEQUANTIZE_16);
+}
+
+static int fast_dequantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_dequantize_params *P,
+                           int stream) {
+    const int is_signed = P->q_type == DMLQ_I8, has_zero = P->has_zero_point;
+    const int scale_varies = s[1] == 4, zero_varies = has_zero && s[2] == 1;
+    if ((P->q_type != DMLQ_U8 && !is_signed) || P->out_type != DMLQ_F32 || s[0] != 1 || (s[1] != 0 && !scale_varies) ||
+        (has_zero && s[2] != 0 && !zero_varies) || s[3] != 4)
+        return 0;
+    const uint8_t *q = (const uint8_t *)p[0];
+    float *out = (float *)p[3];
+    switch (is_signed * 4 + scale_varies * 2 + zero_varies) {
+    case 0: dequantize_loop(q, p[1], p[2], out, n, 0, has_zero, 0, 0, stream); break;
+    case 1: dequantize_loop(q, p[1], p[2], out, n, 0, has_zero, 0, 1, stream); break;
+    case 2: dequantize_loop(q, p[1], p[2], out, n, 0, has_zero, 1, 0, stream); break;
+    case 3: dequantize_loop(q, p[1], p[2], out, n, 0, has_zero, 1, 1, stream); break;
+    case 4: dequantize_loop(q, p[1], p[2], out, n, 1, has_zero, 0, 0, stream); break;
+    case 5: dequantize_loop(q, p[1], p[2], out, n, 1, has_zero, 0, 1, stream); break;
+    case 6: dequantize_loop(q, p[1], p[2], out, n, 1, has_zero, 1, 0, stream); break;
+    default: dequantize_loop(q, p[1], p[2], out, n, 1, has_zero, 1, 1, stream); break;
+    }
+    return 1;
+}
+
+/* The quantized add over contiguous bytes, specialised by the compiler for each constant flag. */
+static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, const uint8_t *b, uint8_t *out,
+                                                            ptrdiff_t n, const dmlq_qadd_params *P,
+                                                            const int a_signed, const int b_signed,
+                                                            const int mode, const int stream) {
+    const __m512i a_zero = _mm512_set1_epi32(P->a_zero_point), b_zero = _mm512_set1_epi32(P->b_zero_point);
+    const __m512 a_scale = _mm512_set1_ps(P->a_scale), b_scale = _mm512_set1_ps(P->b_scale);
+    const __m512 divisor = _mm512_set1_ps(mode == MULTIPLY ? 1.0f / P->out_scale : P->out_scale);
+    const __m512 inverse = _mm512_set1_ps(1.0f / P->out_scale);
+    const __m512 zero = _mm512_set1_ps(P->out_zero_point), lo = _mm512_set1_ps(P->lo), hi = _mm512_set1_ps(P->hi);
+#define QADD_16(i, mask, stream)                                                                          \
+    store_bytes(out + (i),                                                                                \
+                quantized(_mm512_add_ps(scaled_bytes(a + (i), a_signed, mask, a_zero, a_scale),          \
+                                        scaled_bytes(b + (i), b_signed, mask, b_zero, b_scale)),          \
+                          divisor, inverse, mode, zero, lo, hi, 0),                                       \
+                mask, stream)
+    VECTOR_LOOP(out, 1, 16, n, QADD_16);
+}
+
+/* Contiguous operands and scales under which the sum cannot be NaN: |scale| <= 1e30 keeps both
+ * products finite, and a normal 1 / output scale keeps the quotient (or product) from being NaN. */
+static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_qadd_params *P, int stream) {
+    const float inverse = normal_inverse(P->out_scale);
+    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !(fabsf(P->a_scale) <= 1e30f) || !(fabsf(P->b_scale) <= 1e30f) ||
+        inverse == 0.0f)
+        return 0;
+    const uint8_t *a = (const uint8_t *)p[0], *b = (const uint8_t *)p[1];
+    uint8_t *out = (uint8_t *)p[2];
+    const int mode = P->reciprocal ? MULTIPLY : DIVIDE_WITH_ESTIMATE;
+    switch (P->a_signed * 4 + P->b_signed * 2 + (mode == MULTIPLY)) {
+    case 0: qadd_loop(a, b, out, n, P, 0, 0, DIVIDE_WITH_ESTIMATE, stream); break;
+    case 1: qadd_loop(a, b, out, n, P, 0, 0, MULTIPLY, stream); break;
+    case 2: qadd_loop(a, b, out, n, P, 0, 1, DIVIDE_WITH_ESTIMATE, stream); break;
+    case 3: qadd_loop(a, b, out, n, P, 0, 1, MULTIPLY, stream); break;
+    case 4: qadd_loop(a, b, out, n, P, 1, 0, DIVIDE_WITH_ESTIMATE, stream); break;
+    case 5: qadd_loop(a, b, out, n, P, 1, 0, MULTIPLY, stream); break;
+    case 6: qadd_loop(a, b, out, n, P, 1, 1, DIVIDE_WITH_ESTIMATE, stream); break;
+    default: qadd_loop(a, b, out, n, P, 1, 1, MULTIPLY, stream); break;
+    }
+    return 1;
+}
+
+/* a + b keeping the operand order, which picks the NaN that survives when both are NaN (NumPy's
+ * a + b returns a's); the compiler may swap the operands of _mm512_add_ps. */
+static inline __m512 ordered_add(__m512 a, __m512 b) {
+    __m512 sum;
+    __asm__("vaddps %2, %1, %0" : "=v"(sum) : "v"(a), "v"(b));
+    return sum;
+}
+
+/* float32 add, alone or with relu (x < 0 ? 0 : x keeps NaN and -0). */
+static int fast_add(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_add_params *P, int stream) {
+    const int relu = P->activation == DMLQ_ACT_RELU;
+    if (P->type != DMLQ_F32 || s[0] != 4 || s[1] != 4 || s[2] != 4 ||
+        !(relu || P->activation == DMLQ_ACT_NONE || P->activation == DMLQ_ACT_IDENTITY))
+        return 0;
+    const float *a = (const float *)p[0], *b = (const float *)p[1];
+    float *out = (float *)p[2];
+    const __m512 zero = _mm512_setzero_ps();
+#define ADD_16(i, mask, stream)                                                                       \
+    do {                                                                                              \
+        __m512 sum = ordered_add(_mm512_maskz_loadu_ps(mask, a + (i)), _mm512_maskz_loadu_ps(mask, b + (i))); \
+        if (relu) sum = _mm512_mask_mov_ps(sum, _mm512_cmp_ps_mask(sum, zero, _CMP_LT_OQ), zero);    \
+        store_floats16(out + (i), sum, mask, stream);                                                 \
+    } while (0)
+    VECTOR_LOOP(out, 4, 64, n, ADD_16);
+    return 1;
+}
+
+#define FAST_QUANTIZE fast_quantize
+#define FAST_DEQUANTIZE fast_dequantize
+#define FAST_QADD fast_qadd
+#define FAST_ADD fast_add
+#define ROW_TABLE dmlq_rows_avx512
+#include "rows.h"
+
+DMLQ_END_TARGET
+#endif

@@ -1,0 +1,554 @@
+"""The compiled kernels (dmlq._core through dmlq.kernels) give the NumPy references' bits.
+
+Every test runs at each instruction-set level this CPU offers (portable C, AVX2, AVX-512, AVX-512
+VNNI), so the paths a machine never takes by itself are checked here too. Inputs are adversarial:
+odd sizes and vector tails, strided, transposed and broadcast (zero-stride) views, float16, NaN,
+infinities, exact .5 ties, huge and tiny and negative scales, and the largest integer products.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import DataType, Device, TensorDesc, _core, activations, kernels, ops, reference
+
+LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+U8, I8, F16, F32 = np.uint8, np.int8, np.float16, np.float32
+BYTES = (U8, I8)
+GUARD = 0xA5
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the references overflow on purpose
+
+
+@pytest.fixture(params=LEVELS)
+def level(request):
+    _core.set_level(request.param)
+    yield request.param
+    _core.set_level(_core.detected_level())
+
+
+@pytest.fixture
+def threads():
+    previous = dmlq.get_num_threads()
+    yield
+    dmlq.set_num_threads(previous)
+
+
+def bits(array: np.ndarray) -> np.ndarray:
+    """The raw bits, so that NaN payloads and the sign of zero count."""
+    return np.ascontiguousarray(array).view(f"u{array.dtype.itemsize}")
+
+
+def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    differ = bits(got) != bits(want)
+    assert not differ.any(), (
+        f"{differ.sum()} of {differ.size} differ: {got[differ][:5]} vs {want[differ][:5]}"
+    )
+
+
+def integers(rng, dtype, shape) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+
+
+def floats(rng, shape, dtype=F32, scale=100.0) -> np.ndarray:
+    """Normal values with NaN, ±inf, exact .5 ties, huge, tiny and signed zeros mixed in."""
+    values = rng.standard_normal(shape) * scale
+    kind = rng.integers(0, 12, shape)
+    values[kind == 0] = np.nan
+    values[kind == 1] = np.inf
+    values[kind == 2] = -np.inf
+    values[kind == 3] = np.round(values[kind == 3]) + 0.5
+    values[kind == 4] = rng.choice([1e30, -1e30, 1e-30, -1e-40, 0.0, -0.0], (kind == 4).sum())
+    with np.errstate(over="ignore"):
+        return values.astype(dtype)
+
+
+def views_of(rng, shape, make, layout):
+    """A view of ``shape`` laid out as 'packed', 'strided' (every other element), 'transposed'
+    (reversed axis order in memory) or 'broadcast' (zero strides along all but the last axis)."""
+    if layout == "strided":
+        return make((*shape[:-1], 2 * shape[-1]))[..., ::2]
+    if layout == "transposed":
+        return np.transpose(make(shape[::-1]))
+    if layout == "broadcast":
+        return np.broadcast_to(make(shape[-1:]), shape)
+    return make(shape)
+
+
+SHAPES = [(1,), (7,), (16,), (33,), (3, 5, 17), (2, 1, 3, 1, 65), (40_000,)]
+LAYOUTS = ["packed", "strided", "transposed", "broadcast"]
+
+
+# -- element-wise operators ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_quantize(level, shape, layout):
+    rng = np.random.default_rng(len(shape) * 7 + LAYOUTS.index(layout))
+    cases = [(x_type, out_type, zero, reciprocal, per_axis)
+             for x_type in (F32, F16, np.int32) for out_type in BYTES for zero in (True, False)
+             for reciprocal in (False, True) for per_axis in (False, True)]  # fmt: skip
+    for x_type, out_type, zero, reciprocal, per_axis in cases:
+        if x_type == np.int32:
+            x = views_of(rng, shape, lambda s: integers(rng, np.int32, s), layout)
+        else:
+            x = views_of(rng, shape, lambda s, t=x_type: floats(rng, s, t), layout)
+        scale_type = F16 if x_type == F16 else F32
+        scale_values = rng.choice([0.37, -2.0, 1e-3, 3e5, 0.5], shape[-1:] if per_axis else (1,))
+        scale = np.broadcast_to(scale_values.astype(scale_type), shape)
+        zero_point = np.broadcast_to(integers(rng, out_type, (1,)), shape) if zero else None
+        want = reference.quantize_linear(x, scale, zero_point, out_type, reciprocal_division=reciprocal)
+        got = np.empty(shape, out_type)
+        kernels.quantize_linear(None, {"input": x, "scale": scale, "zero_point": zero_point}, got, reciprocal)
+        assert_same(got, want)
+
+
+def test_quantize_near_ties(level):
+    """Values within a few ulps of (k + 0.5) * scale, where a multiply by 1 / scale would misround."""
+    rng = np.random.default_rng(9)
+    for scale in (F32(0.1), F32(0.37), F32(3.0), F32(1 / 3), F32(7e-3)):
+        ties = ((rng.integers(-300, 300, 4096) + 0.5) * np.float64(scale)).astype(F32)
+        x = np.nextafter(ties, np.where(rng.random(4096) < 0.5, np.inf, -np.inf).astype(F32))
+        x = np.concatenate([ties, x, np.nextafter(x, F32(np.inf))])
+        for out_type in BYTES:
+            zero_point = np.broadcast_to(out_type(1), x.shape)
+            scales = np.broadcast_to(scale, x.shape)
+            want = reference.quantize_linear(x, scales, zero_point, out_type)
+            got = np.empty(x.shape, out_type)
+            kernels.quantize_linear(None, {"input": x, "scale": scales, "zero_point": zero_point}, got, False)
+            assert_same(got, want)
+
+
+def test_quantize_nonfinite_scales(level):
+    x = np.float32([0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e38, 2.5])
+    for scale_value in (np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45):
+        scale = np.broadcast_to(np.float32(scale_value), x.shape)
+        for reciprocal in (False, True):
+            zero_point = np.broadcast_to(U8(9), x.shape)
+            want = reference.quantize_linear(x, scale, zero_point, U8, reciprocal_division=reciprocal)
+            got = np.empty(x.shape, U8)
+            kernels.quantize_linear(
+                None, {"input": x, "scale": scale, "zero_point": zero_point}, got, reciprocal
+            )
+            assert_same(got, want)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dequantize(level, shape, layout):
+    rng = np.random.default_rng(len(shape) * 5 + LAYOUTS.index(layout))
+    for q_type in (U8, I8, np.uint16, np.int16, np.uint32, np.int32):
+        for scale_type, zero in ((F32, True), (F16, False), (F32, False), (F16, True)):
+            q = views_of(rng, shape, lambda s, t=q_type: integers(rng, t, s), layout)
+            scale = views_of(rng, shape, lambda s, t=scale_type: rng.uniform(-3, 3, s).astype(t), layout)
+            zero_point = (
+                views_of(rng, shape, lambda s, t=q_type: integers(rng, t, s), "broadcast") if zero else None
+            )
+            want = reference.dequantize_linear(q, scale, zero_point, scale_type)
+            got = np.empty(shape, scale_type)
+            kernels.dequantize_linear(
+                None, {"input": q, "scale": scale, "zero_point": zero_point}, got, False
+            )
+            assert_same(got, want)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_quantized_add_every_type_combination(level, shape, layout):
+    rng = np.random.default_rng(len(shape) * 3 + LAYOUTS.index(layout))
+    for a_type in BYTES:
+        for b_type in BYTES:
+            for out_type in BYTES:
+                a = views_of(rng, shape, lambda s, t=a_type: integers(rng, t, s), layout)
+                b = views_of(rng, shape, lambda s, t=b_type: integers(rng, t, s), "packed")
+                # 0.02 / 0.02 / 0.04 puts many sums on near-ties where float32 order matters.
+                scales = [F32(v) for v in rng.choice([0.02, 0.04, -0.5, 3.0, 1e-4], 3)]
+                zeros = [
+                    integers(rng, t, ()) if rng.random() < 0.7 else None for t in (a_type, b_type, out_type)
+                ]
+                for reciprocal in (False, True):
+                    want = reference.quantized_linear_add(
+                        a,
+                        scales[0],
+                        zeros[0],
+                        b,
+                        scales[1],
+                        zeros[1],
+                        scales[2],
+                        zeros[2],
+                        out_type,
+                        reciprocal_division=reciprocal,
+                    )
+                    views = {
+                        "a": a,
+                        "b": b,
+                        "a_scale": scales[0],
+                        "a_zero_point": zeros[0],
+                        "b_scale": scales[1],
+                        "b_zero_point": zeros[1],
+                        "output_scale": scales[2],
+                        "output_zero_point": zeros[2],
+                    }
+                    views = {
+                        k: v if v is None or k in "ab" else np.asarray(v).reshape(1) for k, v in views.items()
+                    }
+                    got = np.empty(shape, out_type)
+                    kernels.quantized_linear_add(None, views, got, reciprocal)
+                    assert_same(got, want)
+
+
+ACTIVATIONS = [
+    None,
+    activations.Identity(),
+    activations.Relu(),
+    activations.LeakyRelu(alpha=0.1),
+    activations.ThresholdedRelu(alpha=0.3),
+    activations.Elu(alpha=0.7),
+    activations.Celu(alpha=1.3),
+    activations.ScaledElu(),
+    activations.Sigmoid(),
+    activations.HardSigmoid(beta=-0.0),
+    activations.Tanh(),
+    activations.ScaledTanh(alpha=1.5, beta=0.3),
+    activations.Linear(alpha=0.3, beta=-0.2),
+    activations.Softplus(steepness=2.0),
+    activations.ParametricSoftplus(alpha=0.5, beta=1.5),
+    activations.Softsign(),
+    activations.Shrink(bias=0.1, threshold=0.3),
+    activations.Gelu(),
+]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: type(a).__name__)
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_add_with_every_activation(level, activation, dtype):
+    rng = np.random.default_rng(11)
+    for shape, layout in (
+        ((5_003,), "packed"),
+        ((9, 33), "strided"),
+        ((4, 3, 17), "transposed"),
+        ((6, 40), "broadcast"),
+        ((1,), "packed"),
+    ):
+        a = views_of(rng, shape, lambda s: floats(rng, s, dtype, scale=4.0), layout)
+        b = views_of(rng, shape, lambda s: floats(rng, s, dtype, scale=4.0), "packed")
+        with np.errstate(all="ignore"):
+            want = reference.add(a, b, dtype, activation)
+        desc = ops.ElementWiseAdd1(fused_activation=activation) if activation else None
+        got = np.empty(shape, dtype)
+        kernels.add(desc, {"a": a, "b": b}, got, False)
+        assert_same(got, want)
+
+
+def test_add_signed_zeros_and_nans(level):
+    a = np.float32([-0.0, -0.0, 0.0, np.nan, -np.nan, np.inf, np.inf])
+    b = np.float32([-0.0, 0.0, -0.0, 1.0, np.nan, -np.inf, np.inf])
+    for activation in ACTIVATIONS:
+        with np.errstate(all="ignore"):
+            want = reference.add(a, b, F32, activation)
+        got = np.empty(a.shape, F32)
+        kernels.add(ops.ElementWiseAdd1(fused_activation=activation), {"a": a, "b": b}, got, False)
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_integer_add_wraps(level, dtype):
+    rng = np.random.default_rng(5)
+    a, b = integers(rng, dtype, (3, 37)), integers(rng, dtype, (37,))
+    got = np.empty((3, 37), dtype)
+    kernels.add(None, {"a": a, "b": np.broadcast_to(b, (3, 37))}, got, False)
+    assert_same(got, reference.add(a, np.broadcast_to(b, (3, 37)), dtype))
+
+
+def test_add_in_place_and_overlapping(level):
+    rng = np.random.default_rng(2)
+    for dtype in (F32, F16):
+        a = floats(rng, (1000,), dtype)
+        b = floats(rng, (1000,), dtype)
+        with np.errstate(all="ignore"):
+            want = reference.add(a, b, dtype, activations.Relu())
+        assert dmlq.add(a, b, fused_activation="relu", out=a) is a
+        assert_same(a, want)
+        buffer = floats(rng, (1001,), dtype)
+        with np.errstate(all="ignore"):
+            want = reference.add(buffer[1:], buffer[:-1], dtype)
+        kernels.add(None, {"a": buffer[1:], "b": buffer[:-1]}, buffer[:-1], False)
+        assert_same(buffer[:-1], want)
+
+
+def misaligned(values: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` at an odd address."""
+    memory = np.zeros(values.nbytes + 1, U8)
+    copy = np.frombuffer(memory.data, values.dtype, values.size, offset=1).reshape(values.shape)
+    copy[...] = values
+    return copy
+
+
+def test_misaligned_and_byte_swapped_operands(level):
+    rng = np.random.default_rng(12)
+    x = floats(rng, (1001,))
+    scale = np.broadcast_to(F32(0.3), x.shape)
+    want = reference.quantize_linear(x, scale, None, I8)
+    for operand in (misaligned(x), x.astype(">f4")):
+        got = np.empty(x.shape, I8)
+        kernels.quantize_linear(None, {"input": operand, "scale": scale, "zero_point": None}, got, False)
+        assert_same(got, want)
+    with np.errstate(all="ignore"):
+        want = reference.add(x, x[::-1], F32, activations.Relu())
+    out = misaligned(np.zeros(x.shape, F32))
+    kernels.add(ops.ElementWiseAdd1(fused_activation=activations.Relu()), {"a": x, "b": x[::-1]}, out, False)
+    assert_same(out, want)
+
+
+# -- quantized matrix multiply ------------------------------------------------------------------
+
+
+def matmul_case(rng, a, b, a_type, b_type, out_type, per_row, per_column, zeros):
+    m, n = a.shape[-2], b.shape[-1]
+    a_scale = rng.uniform(0.001, 0.05, (m, 1) if per_row else (1, 1)).astype(F32)
+    b_scale = rng.uniform(0.001, 0.05, (1, n) if per_column else (1, 1)).astype(F32)
+    out_scale = rng.uniform(0.05, 2.0, (m, 1) if per_row else (1, 1)).astype(F32)
+    a_zero = integers(rng, a_type, a_scale.shape) if zeros else None
+    b_zero = integers(rng, b_type, b_scale.shape) if zeros else None
+    out_zero = integers(rng, out_type, out_scale.shape) if zeros else None
+    return {
+        "a": a,
+        "a_scale": a_scale,
+        "a_zero_point": a_zero,
+        "b": b,
+        "b_scale": b_scale,
+        "b_zero_point": b_zero,
+        "output_scale": out_scale,
+        "output_zero_point": out_zero,
+    }
+
+
+def check_matmul(views, out_type, reciprocal=False):
+    want = reference.quantized_linear_matrix_multiply(
+        *(
+            views[k]
+            for k in (
+                "a",
+                "a_scale",
+                "a_zero_point",
+                "b",
+                "b_scale",
+                "b_zero_point",
+                "output_scale",
+                "output_zero_point",
+            )
+        ),
+        out_type,
+        reciprocal_division=reciprocal,
+    )
+    got = np.empty(want.shape, out_type)
+    kernels.quantized_linear_matrix_multiply(None, views, got, reciprocal)
+    assert_same(got, want)
+    return got
+
+
+@pytest.mark.parametrize("a_type", BYTES)
+@pytest.mark.parametrize("b_type", BYTES)
+@pytest.mark.parametrize("out_type", BYTES)
+def test_matmul_every_type_and_quantization(level, a_type, b_type, out_type):
+    rng = np.random.default_rng((a_type is U8) * 4 + (b_type is U8) * 2 + (out_type is U8))
+    for m, k, n in ((1, 1, 1), (1, 5, 1), (3, 1, 70), (9, 67, 33), (17, 4, 48), (8, 130, 96)):
+        for per_row, per_column, zeros in (
+            (False, False, False),
+            (True, True, True),
+            (True, False, True),
+            (False, True, False),
+        ):
+            views = matmul_case(
+                rng,
+                integers(rng, a_type, (m, k)),
+                integers(rng, b_type, (k, n)),
+                a_type,
+                b_type,
+                out_type,
+                per_row,
+                per_column,
+                zeros,
+            )
+            check_matmul(views, out_type, reciprocal=bool(rng.integers(2)))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "batch-broadcast", "batched-4d"])
+def test_matmul_layouts(level, layout):
+    rng = np.random.default_rng(8)
+    m, k, n = 13, 70, 37
+    a, b = integers(rng, U8, (2, m, k)), integers(rng, I8, (2, k, n))
+    if layout == "transposed":
+        a = np.swapaxes(integers(rng, U8, (2, k, m)), -1, -2)
+        b = np.swapaxes(integers(rng, I8, (2, n, k)), -1, -2)
+    elif layout == "strided":
+        a, b = integers(rng, U8, (2, m, 3 * k))[..., ::3], integers(rng, I8, (2, 2 * k, n))[:, ::2]
+    elif layout == "batch-broadcast":
+        b = np.broadcast_to(integers(rng, I8, (1, k, n)), (2, k, n))
+    else:
+        a, b = integers(rng, U8, (2, 3, m, k)), np.broadcast_to(integers(rng, I8, (3, 1, k, n)), (3, 3, k, n))
+        a = np.broadcast_to(a[:1], (3, 3, m, k))
+    views = matmul_case(rng, a, b, U8, I8, U8, True, True, True)
+    check_matmul(views, U8)
+
+
+@pytest.mark.parametrize(
+    "a_type, a_value, a_zero, b_type, b_value, b_zero",
+    [
+        (U8, 255, 0, I8, -128, 127),
+        (U8, 0, 255, I8, 127, -128),
+        (I8, -128, 127, U8, 255, 0),
+        (U8, 255, 0, U8, 0, 255),
+        (I8, 127, -128, I8, 127, -128),
+    ],
+)
+def test_matmul_long_k_with_the_largest_products(level, a_type, a_value, a_zero, b_type, b_value, b_zero):
+    """K = 70 000 with |(A - za)(B - zb)| = 255**2 everywhere: beyond int32, beyond one K chunk."""
+    m, k, n = 2, 70_000, 3
+    views = {
+        "a": np.full((m, k), a_value, a_type),
+        "a_scale": F32([[1.0]]),
+        "a_zero_point": a_type([[a_zero]]),
+        "b": np.full((k, n), b_value, b_type),
+        "b_scale": F32([[1.0]]),
+        "b_zero_point": b_type([[b_zero]]),
+        "output_scale": F32([[2.0**26], [2.0**27]]),
+        "output_zero_point": I8([[0], [3]]),
+    }
+    got = check_matmul(views, I8)
+    assert (np.abs(got.astype(int)) > 30).all() and (
+        np.abs(got.astype(int)) < 127
+    ).all()  # exact, unsaturated
+
+
+def test_matmul_nonfinite_scales_and_ties(level):
+    a, b = np.arange(12, dtype=U8).reshape(3, 4), np.arange(-4, 4, dtype=I8).reshape(4, 2)
+    for out_scale in (np.inf, np.nan, -0.0, 2.0, -3.0, 1e-40):
+        views = {
+            "a": a,
+            "a_scale": F32([[1.0]]),
+            "a_zero_point": None,
+            "b": b,
+            "b_scale": F32([[0.5]]),
+            "b_zero_point": None,
+            "output_scale": F32([[out_scale]]),
+            "output_zero_point": U8([[7]]),
+        }
+        for reciprocal in (False, True):
+            check_matmul(views, U8, reciprocal)
+
+
+# -- threads, guards, levels --------------------------------------------------------------------
+
+
+def test_one_and_two_threads_give_identical_outputs(threads):
+    rng = np.random.default_rng(4)
+    x = floats(rng, (300_001,))
+    q = integers(rng, U8, (300_001,))
+    a, b = integers(rng, I8, (2, 150, 300)), integers(rng, U8, (2, 300, 170))
+    results = []
+    for count in (1, 2):
+        dmlq.set_num_threads(count)
+        with np.errstate(all="ignore"):
+            results.append(
+                [
+                    dmlq.quantize_linear(x, 0.3, U8(3)),
+                    dmlq.dequantize_linear(q, 0.1, U8(9)),
+                    dmlq.quantized_linear_add(q, 0.02, None, q[::-1], 0.02, U8(1), 0.04, U8(2)),
+                    dmlq.add(x, x[::-1], fused_activation="tanh"),
+                    dmlq.quantized_linear_matrix_multiply(a, 0.01, I8(3), b, 0.02, U8(7), 0.5, U8(1)),
+                    dmlq.quantized_linear_matrix_multiply(a[0], 0.01, I8(3), b[0], 0.02, U8(7), 0.5, U8(1)),
+                ]
+            )
+    for one, two in zip(*results):
+        assert_same(two, one)
+
+
+def _quantize_in_child(x, want, results):
+    results.put(bool(np.array_equal(dmlq.quantize_linear(x, 0.3, U8(3)), want)))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Python 3.12+ on fork() with threads
+def test_a_forked_child_runs_the_kernels_on_its_own_threads(threads):
+    dmlq.set_num_threads(2)
+    x = floats(np.random.default_rng(3), (300_001,))
+    with np.errstate(all="ignore"):
+        want = dmlq.quantize_linear(x, 0.3, U8(3))  # the parent's threads now exist
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_quantize_in_child, args=(x, want, results))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0 and results.get(timeout=1)
+
+
+def test_outputs_leave_guard_bytes_and_gaps_untouched(level):
+    rng = np.random.default_rng(6)
+    device = Device()
+    sizes, strides = [3, 70], [141, 2]  # every other byte, and a gap at each row's end
+    out_desc = TensorDesc(DataType.UINT8, sizes, strides=strides)
+    size = dmlq.calc_buffer_tensor_size(out_desc)
+    x = floats(rng, (3, 70))
+    x_desc = TensorDesc(DataType.FLOAT32, sizes)
+    scalar = TensorDesc(DataType.FLOAT32, sizes, strides=[0, 0])
+    op = device.compile_operator(ops.ElementWiseQuantizeLinear(input=x_desc, scale=scalar, output=out_desc))
+    buffer = np.full(size + 128, GUARD, U8)
+    with np.errstate(all="ignore"):
+        op.execute([x, F32([0.25]), None], [buffer[64 : 64 + size]])
+    written = np.zeros(size + 128, bool)
+    index = 64 + np.add.outer(np.arange(3) * strides[0], np.arange(70) * strides[1])
+    written[index] = True
+    assert (buffer[~written] == GUARD).all()
+    want = reference.quantize_linear(x, np.full(x.shape, F32(0.25)), None, U8)
+    assert_same(buffer[index], want)
+
+    a_desc, b_desc = TensorDesc(DataType.UINT8, [5, 9]), TensorDesc(DataType.INT8, [9, 66])
+    one = TensorDesc(DataType.FLOAT32, [1, 1])
+    mm_out = TensorDesc(DataType.UINT8, [5, 66], strides=[67, 1])
+    mm_size = dmlq.calc_buffer_tensor_size(mm_out)
+    op = device.compile_operator(
+        ops.QuantizedLinearMatrixMultiply(
+            a=a_desc, a_scale=one, b=b_desc, b_scale=one, output_scale=one, output=mm_out
+        )
+    )
+    a, b = integers(rng, U8, (5, 9)), integers(rng, I8, (9, 66))
+    buffer = np.full(mm_size + 128, GUARD, U8)
+    op.execute([a, F32([0.1]), None, b, F32([0.1]), None, F32([0.3]), None], [buffer[64 : 64 + mm_size]])
+    view = np.lib.stride_tricks.as_strided(buffer[64:], (5, 66), (67, 1))
+    written = np.zeros(mm_size + 128, bool)
+    written[64 + np.add.outer(np.arange(5) * 67, np.arange(66))] = True
+    assert (buffer[~written] == GUARD).all()
+    ones = F32([[1.0]])
+    assert_same(
+        view,
+        reference.quantized_linear_matrix_multiply(
+            a, ones * F32(0.1), None, b, ones * F32(0.1), None, ones * F32(0.3), None, U8
+        ),
+    )
+
+
+def test_levels_are_reported_and_bounded():
+    assert _core.get_level() in _core.LEVELS
+    with pytest.raises(ValueError):
+        _core.set_level("no such level")
+    _core.set_level("portable")
+    try:
+        assert _core.get_level() == "portable"
+    finally:
+        _core.set_level(_core.detected_level())
+
+
+def test_thread_count_rules(threads):
+    dmlq.set_num_threads(3)
+    assert dmlq.get_num_threads() == 3
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(dmlq.DmlError, match="threads"):
+            dmlq.set_num_threads(bad)
