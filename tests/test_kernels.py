@@ -552,3 +552,13 @@ def test_thread_count_rules(threads):
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(dmlq.DmlError, match="threads"):
             dmlq.set_num_threads(bad)
+
+
+def test_matmul_beyond_the_kernels_k_limit_stays_exact():
+    """K at the compiled kernel's limit (int32 row and column sums) goes through exact int64 sums."""
+    k = _core.MAX_K
+    a, b = np.full((1, k), 255, np.uint8), np.full((k, 2), 127, np.int8)
+    b[:, 1] = -128
+    got = dmlq.quantized_linear_matrix_multiply(a, 1.0, None, b, 1.0, None, 2.0**31, np.int8(0))
+    exact = [k * 255 * 127 / 2**31, -k * 255 * 128 / 2**31]
+    assert got.tolist() == [[round(value) for value in exact]]

@@ -11,6 +11,9 @@
 
 #include "common.h"
 
+/* Row and column sums are int32: exact while K * 255 stays below 2**31. */
+#define MATMUL_MAX_K (1 << 23)
+
 static const char *const LEVEL_NAMES[] = {"portable", "avx2", "avx512", "avx512_vnni"};
 
 /* ---- arrays ----------------------------------------------------------------------------------- */
@@ -306,8 +309,8 @@ static int check_matrices(PyArrayObject *a, PyArrayObject *b, PyArrayObject *out
             return -1;
         }
     }
-    if (PyArray_DIM(a, ndim - 1) >= (1 << 23)) {
-        PyErr_SetString(PyExc_ValueError, "matmul: K must be below 8388608");
+    if (PyArray_DIM(a, ndim - 1) >= MATMUL_MAX_K) {
+        PyErr_SetString(PyExc_ValueError, "matmul: K must be below MAX_K (8388608)");
         return -1;
     }
     return 0;
@@ -448,6 +451,10 @@ PyMODINIT_FUNC PyInit__core(void) {
     PyObject *levels = Py_BuildValue("(ssss)", LEVEL_NAMES[0], LEVEL_NAMES[1], LEVEL_NAMES[2], LEVEL_NAMES[3]);
     if (!levels || PyModule_AddObject(m, "LEVELS", levels) < 0) {
         Py_XDECREF(levels);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "MAX_K", MATMUL_MAX_K) < 0) {
         Py_DECREF(m);
         return NULL;
     }
