@@ -73,6 +73,7 @@ class CompiledOperator:
         self._desc = desc
         self._device = device
         self._kernel = KERNELS[type(desc)]
+        self._reciprocal_division = device.reciprocal_division
 
     @property
     def desc(self) -> OperatorDesc:
@@ -105,7 +106,7 @@ class CompiledOperator:
 
     def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
         """Compute on ndarrays already shaped like the descriptions (the NumPy layer's entry)."""
-        self._kernel(self._desc, views, out, self._device.reciprocal_division)
+        self._kernel(self._desc, views, out, self._reciprocal_division)
 
     def _bind(self, field_name: str, buffer: object, where: str, writable: bool,
               ranges: dict) -> np.ndarray | None:  # fmt: skip

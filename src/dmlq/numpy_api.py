@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NoReturn
 
 import numpy as np
 
+from . import _core
 from . import activations as _activations
 from .device import CompiledOperator, Device
 from .errors import DmlError
@@ -41,6 +43,8 @@ _DEVICE = Device()
 U8, I8 = np.dtype(np.uint8), np.dtype(np.int8)
 F32, F16, I32 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32)
 BYTE_TYPES = (U8, I8)
+QUANTIZE_INPUT_TYPES, FLOAT_TYPES = (F32, F16, I32), (F32, F16)
+_FLOAT_MAX = {F32: float(np.finfo(F32).max), F16: float(np.finfo(F16).max)}
 DEQUANTIZE_INPUT_TYPES = tuple(np.dtype(t) for t in ("int32", "int16", "int8",
                                                      "uint32", "uint16", "uint8"))  # fmt: skip
 
@@ -98,23 +102,30 @@ def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype
     if target.kind == "f":
         if array.dtype.kind == "b":
             raise DmlError(f"{name}: boolean values are not numbers here")
-        with np.errstate(over="ignore"):  # beyond float32's range is infinity, which saturates
-            return array.astype(target)
+        return _to_float(array, target)
     return _convert_integers(array, name, target)
+
+
+def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` as ``dtype``: values beyond its range become infinity (which saturates), silently."""
+    if array.size == 1 and abs(array.item()) <= _FLOAT_MAX[dtype]:  # cannot overflow: no errstate
+        return array.astype(dtype)
+    with np.errstate(over="ignore"):
+        return array.astype(dtype)
 
 
 def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     """A scale converted to ``dtype`` (float32, or float16 beside float16 data): finite, non-zero."""
     array = _as_array(value, name)
-    if array.dtype.kind != "f" and _is_numpy(value):
+    kind = array.dtype.kind
+    if kind != "f" and _is_numpy(value):
         raise DmlError(f"{name}: dtype {array.dtype} is not a float type")
-    if array.dtype.kind == "b":
+    if kind == "b":
         raise DmlError(f"{name}: boolean values are not scales")
     if array.dtype != dtype:
-        with np.errstate(over="ignore"):
-            array = array.astype(dtype)
+        array = _to_float(array, dtype)
     if array.size == 1:  # one scale: plain float tests cost far less than ufuncs
-        value = float(array.reshape(-1)[0])
+        value = array.item()
         finite, zero = math.isfinite(value), value == 0
     else:
         finite, zero = bool(np.all(np.isfinite(array))), bool(np.any(array == 0))
@@ -136,7 +147,7 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
         if requested not in BYTE_TYPES:
             raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
     if _is_numpy(zero_point):
-        carried = np.asarray(zero_point).dtype
+        carried = zero_point.dtype
         if carried not in BYTE_TYPES:
             raise DmlError(f"{name}: dtype {carried} must be uint8 or int8 (the output's type)")
         if requested is not None and requested != carried:
@@ -155,27 +166,39 @@ def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
 
 
 def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
-    present = {name: a for name, a in arrays.items() if a is not None}
-    shape = _broadcast_shapes([a.shape for a in present.values()])
+    shape = _broadcast_shapes([a.shape for a in arrays.values() if a is not None])
+    if shape is None or len(shape) > MAX_DIMENSION_COUNT:
+        _raise_broadcast_error({name: a for name, a in arrays.items() if a is not None}, shape)
+    return shape
+
+
+def _raise_broadcast_error(present: dict[str, np.ndarray], shape: tuple[int, ...] | None) -> NoReturn:
     if shape is None:
         shapes = ", ".join(f"{name} {a.shape}" for name, a in present.items())
         raise DmlError(f"{', '.join(present)}: shapes do not broadcast ({shapes})")
-    if len(shape) > MAX_DIMENSION_COUNT:
-        widest = max(present, key=lambda name: present[name].ndim)
-        raise DmlError(f"{widest}: {len(shape)} dimensions; DirectML tensors have at most 8")
-    return shape
+    widest = max(present, key=lambda name: present[name].ndim)
+    raise DmlError(f"{widest}: {len(shape)} dimensions; DirectML tensors have at most 8")
 
 
 def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
     """NumPy's broadcasting of ``shapes`` (None when they do not broadcast), cheap for few dims."""
-    ndim = max(len(shape) for shape in shapes)
-    result = [1] * ndim
+    result: tuple[int, ...] | None = ()
     for shape in shapes:
-        for axis, size in enumerate(shape, ndim - len(shape)):
-            if size != result[axis]:
-                if result[axis] != 1 and size != 1:
-                    return None
-                result[axis] = size if result[axis] == 1 else result[axis]
+        if shape == result or not shape:  # the common cases: equal shapes and 0-d operands
+            continue
+        result = _broadcast_pair(result, shape) if result else shape
+        if result is None:
+            return None
+    return result
+
+
+def _broadcast_pair(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...] | None:
+    ndim = max(len(first), len(second))
+    result = []
+    for a, b in zip((1,) * (ndim - len(first)) + first, (1,) * (ndim - len(second)) + second):
+        if a != b and a != 1 and b != 1:
+            return None
+        result.append(b if a == 1 else a)
     return tuple(result)
 
 
@@ -185,9 +208,10 @@ def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
 def _describable(array: np.ndarray) -> np.ndarray:
     """``array`` itself when DirectML element strides can describe it, else a packed copy."""
     itemsize = array.dtype.itemsize
-    if all(s >= 0 and s % itemsize == 0 for s in array.strides) and array.dtype.isnative:
-        return array
-    return np.ascontiguousarray(array)
+    for stride in array.strides:
+        if stride < 0 or stride % itemsize:
+            return np.ascontiguousarray(array)
+    return array if array.dtype.isnative else np.ascontiguousarray(array)
 
 
 def _desc(array: np.ndarray) -> TensorDesc:
@@ -210,18 +234,31 @@ def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
     return np.broadcast_to(array, shape)
 
 
+def _at_least_1d(out: np.ndarray) -> np.ndarray:
+    """A 0-d output seen as DirectML's one-element 1-D tensor."""
+    return out if out.ndim else out.reshape(1)
+
+
 _COMPILED: dict[tuple, CompiledOperator] = {}
 _COMPILED_LIMIT = 1024
 
 
-def _layout(array: np.ndarray | None) -> tuple | None:
-    return None if array is None else (array.dtype.char, array.shape, array.strides)
+def _layout(array: np.ndarray) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    return array.dtype.char, array.shape, array.strides
+
+
+_NO_LAYOUT = (None, None, None)
 
 
 def _run(desc_type: type[OperatorDesc], views: dict[str, np.ndarray | None], out: np.ndarray,
          **fields: object) -> None:  # fmt: skip
     """Compile (once per layout) the description of ``views`` and ``out``, and run it."""
-    key = (desc_type, *map(_layout, views.values()), _layout(out), *map(repr, fields.values()))
+    parts = [desc_type, *_layout(out)]
+    for view in views.values():  # flat: nested tuples cost more to build and hash
+        parts += _NO_LAYOUT if view is None else _layout(view)
+    if fields:
+        parts += map(repr, fields.values())
+    key = tuple(parts)
     operator = _COMPILED.get(key)
     if operator is None:
         descs = {name: None if view is None else _desc(view) for name, view in views.items()}
@@ -247,16 +284,16 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
     array([[-2,  2],
            [-4,  4]], dtype=int8)
     """
-    x = _operand(x, "x", (F32, F16, I32), F32, same_kind=F32)
+    x = _operand(x, "x", QUANTIZE_INPUT_TYPES, F32, same_kind=F32)
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
     shape = _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
-    out = np.empty(shape, out_dtype)
+    out = _core.empty(shape, out_dtype)
     if out.size:
-        views = {"input": x, "scale": scale, "zero_point": zero_point}
-        views = {name: _broadcast_view(v, shape) for name, v in views.items()}
-        _run(ElementWiseQuantizeLinear, views, out.reshape(shape or (1,)))
+        views = {"input": _broadcast_view(x, shape), "scale": _broadcast_view(scale, shape),
+                 "zero_point": _broadcast_view(zero_point, shape)}  # fmt: skip
+        _run(ElementWiseQuantizeLinear, views, _at_least_1d(out))
     return out
 
 
@@ -266,17 +303,17 @@ def dequantize_linear(q, scale, zero_point=None) -> np.ndarray:
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
-    python_dtype = np.asarray(zero_point).dtype if _is_numpy(zero_point) else U8
+    python_dtype = zero_point.dtype if _is_numpy(zero_point) else U8
     q = _operand(q, "q", DEQUANTIZE_INPUT_TYPES, python_dtype)
     scale_array = _as_array(scale, "scale")
     scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
     zero_point = _zero_point(zero_point, "zero_point", q.dtype)
     shape = _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
-    out = np.empty(shape, scale.dtype)
+    out = _core.empty(shape, scale.dtype)
     if out.size:
-        views = {"input": q, "scale": scale, "zero_point": zero_point}
-        views = {name: _broadcast_view(v, shape) for name, v in views.items()}
-        _run(ElementWiseDequantizeLinear, views, out.reshape(shape or (1,)))
+        views = {"input": _broadcast_view(q, shape), "scale": _broadcast_view(scale, shape),
+                 "zero_point": _broadcast_view(zero_point, shape)}  # fmt: skip
+        _run(ElementWiseDequantizeLinear, views, _at_least_1d(out))
     return out
 
 
@@ -290,8 +327,8 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
     array([2., 0.], dtype=float32)
     """
     a_dtype = _float_operand_dtype(a, b)
-    a = _operand(a, "a", (F32, F16), a_dtype, same_kind=F32)
-    b = _operand(b, "b", (F32, F16), _float_operand_dtype(b, a), same_kind=F32)
+    a = _operand(a, "a", FLOAT_TYPES, a_dtype, same_kind=F32)
+    b = _operand(b, "b", FLOAT_TYPES, _float_operand_dtype(b, a), same_kind=F32)
     if a.dtype != b.dtype:
         raise DmlError(f"a, b: {a.dtype} and {b.dtype} differ (DirectML has no mixed-type add)")
     activation = _activations.from_spec(fused_activation)
@@ -300,9 +337,9 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
     if target.size:
         views = {"a": _broadcast_view(a, shape), "b": _broadcast_view(b, shape)}
         if activation is None:
-            _run(ElementWiseAdd, views, target.reshape(shape or (1,)))
+            _run(ElementWiseAdd, views, _at_least_1d(target))
         else:
-            _run(ElementWiseAdd1, views, target.reshape(shape or (1,)),
+            _run(ElementWiseAdd1, views, _at_least_1d(target),
                  fused_activation=activation)  # fmt: skip
     if out is None:
         return target
@@ -313,15 +350,15 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
 
 def _float_operand_dtype(value: object, other: object) -> np.dtype:
     """Python numbers take the other operand's float dtype when it has one, else float32."""
-    if _is_numpy(other) and np.asarray(other).dtype in (F32, F16):
-        return np.asarray(other).dtype
+    if _is_numpy(other) and other.dtype in FLOAT_TYPES:
+        return other.dtype
     return F32
 
 
 def _add_target(out: object, shape: tuple[int, ...], a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Where to write: ``out`` itself when it can be written directly, else a new array."""
     if out is None:
-        return np.empty(shape, a.dtype)
+        return _core.empty(shape, a.dtype)
     if not isinstance(out, np.ndarray):
         raise DmlError(f"out: must be a numpy.ndarray, not {type(out).__name__}")
     if out.dtype != a.dtype or out.shape != shape:
@@ -332,7 +369,7 @@ def _add_target(out: object, shape: tuple[int, ...], a: np.ndarray, b: np.ndarra
     for operand in (a, b):
         if np.may_share_memory(out, operand) and not _same_layout(out, operand):
             direct = False
-    return out if direct else np.empty(shape, a.dtype)
+    return out if direct else _core.empty(shape, a.dtype)
 
 
 def _same_layout(out: np.ndarray, operand: np.ndarray) -> bool:
@@ -365,17 +402,17 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         if value is not None and value.size != 1:
             raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
     shape = _broadcast_shape(a=a, b=b)
-    out = np.empty(shape, out_dtype)
+    out = _core.empty(shape, out_dtype)
     if out.size:
         ones = (1,) * max(len(shape), 1)
         views = {"a": _broadcast_view(a, shape), "b": _broadcast_view(b, shape)}
         views |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
-        _run(ElementWiseQuantizedLinearAdd, views, out.reshape(shape or (1,)))
+        _run(ElementWiseQuantizedLinearAdd, views, _at_least_1d(out))
     return out
 
 
 def _byte_operand(value: object, name: str, zero_point: object) -> np.ndarray:
-    python_dtype = np.asarray(zero_point).dtype if _is_numpy(zero_point) else U8
+    python_dtype = zero_point.dtype if _is_numpy(zero_point) else U8
     if python_dtype not in BYTE_TYPES:
         raise DmlError(f"{name}_zero_point: dtype {python_dtype} must be uint8 or int8")
     return _operand(value, name, BYTE_TYPES, python_dtype)
@@ -422,7 +459,7 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
         return np.empty(out_shape, out_dtype)
     if k == 0:
         return _empty_product(operands["output_zero_point"], out_shape, out_dtype)
-    out = np.empty(out_shape, out_dtype)
+    out = _core.empty(out_shape, out_dtype)
     views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
     _run(QuantizedLinearMatrixMultiply, views, out)
     return out

@@ -424,6 +424,144 @@ static PyObject *set_level(PyObject *self, PyObject *arg) {
     return NULL;
 }
 
+/* ---- output allocation ------------------------------------------------------------------------ */
+
+/* glibc gives large blocks back to the kernel at free and maps fresh pages (page faults on first
+ * touch) at the next malloc, so every large output paid its faults again. dmlq allocates its
+ * outputs through this NumPy memory handler, current only inside empty(): it keeps the newest
+ * CACHE_BLOCKS freed blocks of CACHE_MIN_BYTES or more (CACHE_MAX_BYTES in all) and hands one back
+ * to a later output of exactly its size. Arrays remember their handler, so they are freed here from
+ * any thread, whatever handler is current then. */
+#define CACHE_BLOCKS 2
+#define CACHE_MIN_BYTES ((size_t)1 << 20)
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
+
+typedef struct {
+    void *ptr;
+    size_t size;
+    unsigned long long age; /* when it was kept: the oldest block is evicted first */
+} cached_block;
+
+static cached_block cache[CACHE_BLOCKS];
+static size_t cache_bytes;
+static unsigned long long cache_clock;
+static PyThread_type_lock cache_lock;
+static PyObject *cache_handler_capsule;
+
+static void *cache_take(size_t size) {
+    void *ptr = NULL;
+    PyThread_acquire_lock(cache_lock, WAIT_LOCK);
+    for (int i = 0; i < CACHE_BLOCKS && !ptr; i++) {
+        if (cache[i].ptr && cache[i].size == size) {
+            ptr = cache[i].ptr;
+            cache[i].ptr = NULL;
+            cache_bytes -= size;
+        }
+    }
+    PyThread_release_lock(cache_lock);
+    return ptr;
+}
+
+/* Keeps the newest freed block, evicting the oldest ones while the cache would be too full. */
+static int cache_keep(void *ptr, size_t size) {
+    if (size > CACHE_MAX_BYTES) return 0;
+    void *evicted[CACHE_BLOCKS];
+    int evicted_count = 0, slot = -1;
+    PyThread_acquire_lock(cache_lock, WAIT_LOCK);
+    for (;;) {
+        int oldest = -1;
+        slot = -1;
+        for (int i = 0; i < CACHE_BLOCKS; i++) {
+            if (!cache[i].ptr) slot = i;
+            else if (oldest < 0 || cache[i].age < cache[oldest].age) oldest = i;
+        }
+        if (slot >= 0 && cache_bytes + size <= CACHE_MAX_BYTES) break;
+        evicted[evicted_count++] = cache[oldest].ptr;
+        cache_bytes -= cache[oldest].size;
+        cache[oldest].ptr = NULL;
+    }
+    cache[slot] = (cached_block){ptr, size, ++cache_clock};
+    cache_bytes += size;
+    PyThread_release_lock(cache_lock);
+    for (int i = 0; i < evicted_count; i++) free(evicted[i]);
+    return 1;
+}
+
+static void *cache_malloc(void *ctx, size_t size) {
+    (void)ctx;
+    void *ptr = size >= CACHE_MIN_BYTES ? cache_take(size) : NULL;
+    return ptr ? ptr : malloc(size);
+}
+
+static void *cache_calloc(void *ctx, size_t count, size_t size) {
+    (void)ctx;
+    return calloc(count, size);
+}
+
+static void *cache_realloc(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    return realloc(ptr, size);
+}
+
+static void cache_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    if (ptr && (size < CACHE_MIN_BYTES || !cache_keep(ptr, size))) free(ptr);
+}
+
+static PyDataMem_Handler cache_handler = {
+    "dmlq_output_cache", 1, {NULL, cache_malloc, cache_calloc, cache_realloc, cache_free}};
+
+/* The output's byte count, or 0 when it is small, malformed or overflows (NumPy then decides). */
+static size_t output_bytes(const PyArray_Dims *shape, const PyArray_Descr *descr) {
+    size_t bytes = (size_t)PyDataType_ELSIZE(descr);
+    for (int i = 0; i < shape->len; i++) {
+        if (shape->ptr[i] < 0 || (shape->ptr[i] && bytes > SIZE_MAX / (size_t)shape->ptr[i])) return 0;
+        bytes *= (size_t)shape->ptr[i];
+    }
+    return bytes;
+}
+
+static PyObject *empty(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "empty() takes 2 arguments (shape, dtype), got %zd", nargs);
+        return NULL;
+    }
+    PyArray_Dims shape = {NULL, 0};
+    PyArray_Descr *descr = NULL;
+    if (!PyArray_IntpConverter(args[0], &shape)) return NULL;
+    if (!PyArray_DescrConverter(args[1], &descr)) {
+        PyDimMem_FREE(shape.ptr);
+        return NULL;
+    }
+    PyObject *previous = NULL;
+    if (output_bytes(&shape, descr) >= CACHE_MIN_BYTES) {
+        previous = PyDataMem_SetHandler(cache_handler_capsule);
+        if (!previous) {
+            PyDimMem_FREE(shape.ptr);
+            Py_DECREF(descr);
+            return NULL;
+        }
+    }
+    PyObject *array = PyArray_Empty(shape.len, shape.ptr, descr, 0); /* steals descr */
+    PyDimMem_FREE(shape.ptr);
+    if (previous) {
+        PyObject *ours = PyDataMem_SetHandler(previous);
+        Py_DECREF(previous);
+        if (!ours) Py_CLEAR(array);
+        Py_XDECREF(ours);
+    }
+    return array;
+}
+
+static PyObject *cached_bytes(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    PyThread_acquire_lock(cache_lock, WAIT_LOCK);
+    size_t bytes = cache_bytes;
+    PyThread_release_lock(cache_lock);
+    return PyLong_FromSize_t(bytes);
+}
+
 static PyMethodDef methods[] = {
     {"quantize", quantize, METH_VARARGS, "quantize(x, scale, zero_point, out, reciprocal_division)"},
     {"dequantize", dequantize, METH_VARARGS, "dequantize(q, scale, zero_point, out)"},
@@ -439,6 +577,8 @@ static PyMethodDef methods[] = {
     {"get_level", get_level, METH_NOARGS, "The instruction-set level in use."},
     {"detected_level", detected_level, METH_NOARGS, "The best instruction-set level of this CPU."},
     {"set_level", set_level, METH_O, "Use a level at or below the detected one (for tests)."},
+    {"empty", (PyCFunction)(void (*)(void))empty, METH_FASTCALL, "empty(shape, dtype): numpy.empty, large blocks from dmlq's output cache."},
+    {"cached_bytes", cached_bytes, METH_NOARGS, "Bytes of freed outputs the cache holds for reuse."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "dmlq._core", "dmlq's compiled kernels.", -1, methods};
@@ -446,6 +586,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "dmlq._core", "dmlq's
 PyMODINIT_FUNC PyInit__core(void) {
     import_array();
     dmlq_threads_init();
+    cache_lock = PyThread_allocate_lock();
+    cache_handler_capsule = cache_lock ? PyCapsule_New(&cache_handler, "mem_handler", NULL) : NULL;
+    if (!cache_handler_capsule) return PyErr_NoMemory();
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyObject *levels = Py_BuildValue("(ssss)", LEVEL_NAMES[0], LEVEL_NAMES[1], LEVEL_NAMES[2], LEVEL_NAMES[3]);
