@@ -1,0 +1,214 @@
+"""dmlq's benchmark: dmlq against onnxruntime, NumPy and PyTorch, side by side in one process.
+
+    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--out DIR]
+
+Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
+and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table.
+The dmlq measured is the one of this work tree (its ``src`` comes first on the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import platform
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent / "src"
+sys.path[:0] = [str(HERE), str(SOURCE)]
+
+import numpy as np  # noqa: E402
+from dmlq_bench import cases, data, memory, report  # noqa: E402
+from dmlq_bench.timing import Case, Plan, measure_block  # noqa: E402
+
+import dmlq  # noqa: E402
+
+PLANS = {
+    "full": Plan(runs=25, warmups=2, budget=4.0, min_sample=0.02),
+    "quick": Plan(runs=3, warmups=1, budget=1.0, min_sample=0.005),
+}
+SIMD_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs and warm-ups")
+    parser.add_argument("--sizes", choices=sorted(data.SIZES), default="full",
+                        help="full: the issue's sizes; tiny: a smoke run in seconds")  # fmt: skip
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
+    args = parser.parse_args(argv)
+    args.threads = sorted({int(t) for t in args.threads.split(",")})
+    return args
+
+
+def optional(name: str) -> tuple[ModuleType | None, str]:
+    """A peer module of the harness, or None and why its library cannot be imported."""
+    try:
+        return importlib.import_module(f"dmlq_bench.{name}"), ""
+    except ImportError as error:
+        return None, str(error)
+
+
+def thread_setters(torch_routes: ModuleType | None) -> list[Any]:
+    """Callables setting one library's global thread count (onnxruntime's is per session)."""
+    setters = []
+    dmlq_threads = getattr(dmlq, "set_num_threads", None)
+    if dmlq_threads is not None:
+        setters.append(dmlq_threads)
+    if torch_routes is not None:
+        setters.append(torch_routes.set_threads)
+    return setters
+
+
+def blas_limit(threads: int) -> Any:
+    """Limit NumPy's BLAS threads for the block (a no-op context when threadpoolctl is absent)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return ExitStack()
+    return threadpool_limits(limits=threads, user_api="blas")
+
+
+def run_cases(all_cases: list[Case], thread_counts: list[int], plan: Plan,
+              setters: list[Any]) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Every case at every thread count; results checked against dmlq in the first block only."""
+    blocks: dict[str, dict[int, dict[str, Any]]] = {case.key: {} for case in all_cases}
+    for threads in thread_counts:
+        for setter in setters:
+            setter(threads)
+        with blas_limit(threads):
+            for case in all_cases:
+                print(f"  T{threads} {case.key}", file=sys.stderr, flush=True)
+                verify = threads == thread_counts[0]
+                blocks[case.key][threads] = measure_block(case, threads, plan, verify)
+    return {case.key: report.summarize(case, blocks[case.key]) for case in all_cases}
+
+
+def cpu_info() -> dict[str, Any]:
+    model, flags = platform.processor(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    simd = [f for f in SIMD_FLAGS if f in flags]
+    return {"model": model, "cores": os.cpu_count(), "machine": platform.machine(), "simd": simd}
+
+
+def versions(onnx_routes: ModuleType | None, torch_routes: ModuleType | None) -> dict[str, str]:
+    found = {"python": platform.python_version(), "dmlq": dmlq.__version__, "numpy": np.__version__}
+    if onnx_routes is not None:
+        found["onnxruntime"] = onnx_routes.ort.__version__
+        found["onnx"] = onnx_routes.onnx.__version__
+    if torch_routes is not None:
+        found["torch"] = torch_routes.version()
+    return found
+
+
+def dmlq_kernels() -> str:
+    if getattr(dmlq, "set_num_threads", None) is None:
+        return "no dmlq.set_num_threads: the NumPy reference kernels, thread count not settable"
+    level = getattr(getattr(dmlq, "_core", None), "get_level", None)  # informational, private
+    return f"compiled core{f' ({level()})' if level else ''}, thread count set per block"
+
+
+def notes(blas_threads: bool) -> list[str]:
+    found = []
+    blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    if blas_env and blas_threads:
+        found.append(f"numpy float64 uses OpenBLAS with {blas_env} as set on this machine "
+                     "(they slow a current OpenBLAS)")  # fmt: skip
+    found.append("numpy formula/roofline are single-threaded whatever the block's thread count")
+    return found
+
+
+def meta(args: argparse.Namespace, mode: str, plan: Plan, onnx_routes: ModuleType | None,
+         torch_routes: ModuleType | None, blas_threads: bool) -> dict[str, Any]:  # fmt: skip
+    return {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "mode": f"{mode}, sizes {args.sizes}",
+        "sizes": vars(data.SIZES[args.sizes]),
+        "plan": vars(plan),
+        "threads": args.threads,
+        "ratio_modes": ["best", *(f"T{t}" for t in args.threads)],
+        "versions": versions(onnx_routes, torch_routes),
+        "cpu": cpu_info(),
+        "dmlq": {"file": dmlq.__file__, "kernels": dmlq_kernels()},
+        "environment": {k: v for k, v in os.environ.items() if k.startswith(("OPENBLAS_", "OMP_", "MKL_"))},
+        "notes": notes(blas_threads),
+    }
+
+
+def build_cases(args: argparse.Namespace, onnx_routes: ModuleType | None,
+                torch_routes: ModuleType | None, blas_threads: bool) -> list[Case]:  # fmt: skip
+    sizes, rng = data.SIZES[args.sizes], np.random.default_rng(data.SEED)
+    return [
+        *cases.elementwise_cases(sizes, rng, onnx_routes, torch_routes),
+        cases.call_case(sizes, rng, onnx_routes, torch_routes),
+        *cases.matmul_cases(sizes, rng, onnx_routes, torch_routes, blas_threads),
+    ]
+
+
+def measure_memory(elements: int) -> dict[str, dict[str, Any]]:
+    pythonpath = os.pathsep.join([str(HERE), str(SOURCE), os.environ.get("PYTHONPATH", "")])
+    return {op: memory.measure(op, elements, pythonpath) for op in cases.ELEMENTWISE}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse(argv)
+    mode = "quick" if args.quick else "full"
+    plan = PLANS[mode]
+    onnx_routes, onnx_missing = optional("onnx_routes")
+    torch_routes, torch_missing = (None, "--no-torch") if args.no_torch else optional("torch_routes")
+    blas_threads = importlib.util.find_spec("threadpoolctl") is not None
+    started, load_before = time.perf_counter(), os.getloadavg()
+    all_cases = build_cases(args, onnx_routes, torch_routes, blas_threads)
+    for case in all_cases:
+        for name, why in (("onnxruntime", onnx_missing), ("torch", torch_missing)):
+            if why:
+                case.skipped.setdefault(name, why)
+    print(f"dmlq benchmark ({mode}, sizes {args.sizes}, threads {args.threads})", file=sys.stderr)
+    print("  memory", file=sys.stderr)  # first: a failing probe stops the run before the long part
+    memory_results = measure_memory(data.SIZES[args.sizes].elements)
+    summaries = run_cases(all_cases, args.threads, plan, thread_setters(torch_routes))
+    result = {
+        "meta": meta(args, mode, plan, onnx_routes, torch_routes, blas_threads),
+        "cases": summaries,
+        "ratios": report.ratios(summaries, ["best", *(f"T{t}" for t in args.threads)]),
+        "targets": report.targets(summaries, memory_results),
+        "memory": memory_results,
+    }
+    result["meta"]["seconds"] = round(time.perf_counter() - started, 1)
+    # other processes on a shared machine skew times: the 1-minute load before and after tells
+    result["meta"]["load_average"] = {"before": load_before[0], "after": os.getloadavg()[0]}
+    write(args.out, result)
+    return result
+
+
+def write(out: Path, result: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        report.chart(out / "bench.png", result)
+    except ImportError as error:
+        result["meta"]["notes"].append(f"no bench.png: {error}")
+    report.write_json(out / "bench.json", result)
+    (out / "bench.md").write_text(report.markdown(result))
+    print(report.console(result))
+
+
+if __name__ == "__main__":
+    main()
