@@ -87,8 +87,9 @@ class CompiledOperator:
         """Run on buffers: one per tensor field in the struct's order, None for absent tensors.
 
         Each buffer's bytes are read (or written) through its tensor's data type, sizes and
-        strides. An output may share a buffer with an input only where the operator runs in place
-        and the two byte ranges are identical.
+        strides. An output may share memory with an input only where the operator runs in place
+        and both buffers start at the same address (one resource bound at one offset, whatever
+        the two tensors' strides); it is then computed as if every input was read first.
         """
         name = type(self._desc).__name__
         views, ranges = {}, {}
@@ -130,10 +131,10 @@ class CompiledOperator:
         for field_name, (start, end) in ranges.items():
             if start >= out_end or out_start >= end:
                 continue
-            if self._desc.IN_PLACE and (start, end) == (out_start, out_end):
-                continue
+            if self._desc.IN_PLACE and start == out_start:
+                continue  # the same buffer: identical bindings, whatever the strides address
             rule = (
-                "only identical byte ranges may alias (in-place)"
+                "in place, the output must start where the input does (the same buffer)"
                 if self._desc.IN_PLACE
                 else "this operator cannot run in place"
             )
