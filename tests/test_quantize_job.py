@@ -16,6 +16,7 @@ import zarr
 from distributed import LocalCluster
 
 import dmlq
+from dmlq.chunked import quantize_file
 from dmlq.cli import main
 
 SCALES = np.float32([0.5, 0.25, 1.0, 2.0, 0.75, 0.1])
@@ -23,6 +24,7 @@ ZERO_POINTS = np.int8([0, -3, 4, 100, -128, 127])
 PER_CHANNEL = ["--scale", ",".join(map(str, SCALES)), f"--zero-point={','.join(map(str, ZERO_POINTS))}",
                "--dtype", "int8", "--axis", "1"]  # fmt: skip
 TINY_CHUNKS = ["--chunk-mb", "0.0002"]  # 200 bytes: several chunks of the small test arrays
+SMALLER_THAN_A_ZARR_CHUNK = 0.001  # 1 KiB, below the 1.5 KiB Zarr chunks of big_chunks
 
 
 def dmlq_cli(*args: object) -> subprocess.CompletedProcess:
@@ -85,6 +87,25 @@ def test_dequantize_equals_the_numpy_layer(tmp_path, data, source, target):
     got = load(tmp_path / target)
     assert got.dtype == np.float32
     assert got.tobytes() == dmlq.dequantize_linear(quantized, 0.5, np.uint8(128)).tobytes()
+
+
+@pytest.fixture
+def big_chunks(tmp_path):
+    """A float32 array saved as .npy and as a Zarr array whose chunks exceed SMALLER_THAN_A_ZARR_CHUNK."""
+    x = (np.random.default_rng(9).random((96, 80), dtype=np.float32) * 200 - 100).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    save_zarr(tmp_path / "x.zarr", x, (24, 16))
+    return x
+
+
+@pytest.mark.parametrize("source, target", [("x.zarr", "q.zarr"), ("x.zarr", "q.npy"), ("x.npy", "q.zarr")])
+def test_chunks_larger_than_chunk_mb_are_written_whole(tmp_path, big_chunks, source, target):
+    # Blocks smaller than a Zarr chunk would let threads overwrite each other's part of it.
+    quantize_file(tmp_path / source, tmp_path / target, 0.8, dtype="int8",
+                  chunk_mb=SMALLER_THAN_A_ZARR_CHUNK, scheduler="threads", progress=False)  # fmt: skip
+    assert np.array_equal(load(tmp_path / target), dmlq.quantize_linear(big_chunks, 0.8, dtype="int8"))
+    if source.endswith(".zarr") and target.endswith(".zarr"):
+        assert zarr.open_array(str(tmp_path / target), mode="r").chunks == (24, 16)
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -1,10 +1,11 @@
 """Quantize or dequantize an array file chunk by chunk: Zarr or ``.npy`` in, Zarr or ``.npy`` out.
 
 The job behind ``dmlq quantize`` and ``dmlq dequantize``. A path ending in ``.npy`` is a NumPy
-file, any other path a Zarr array. The input is read in chunks of about ``chunk_mb`` MiB (whole
-Zarr chunks), each chunk goes through :mod:`dmlq.dask` and is written as soon as it is done, so
-memory stays near ``chunk_mb`` times a few per worker thread whatever the array's size. A Zarr
-output keeps a Zarr input's chunk shape. ``scheduler`` is ``"threads"`` (Dask's threaded
+file, any other path a Zarr array. The input is read in chunks of about ``chunk_mb`` MiB, each
+chunk goes through :mod:`dmlq.dask` and is written as soon as it is done, so memory stays near
+``chunk_mb`` times a few per worker thread whatever the array's size. A Zarr input is read in
+whole Zarr chunks, at least one at a time even when a Zarr chunk is bigger than ``chunk_mb``, and
+a Zarr output keeps a Zarr input's chunk shape. ``scheduler`` is ``"threads"`` (Dask's threaded
 scheduler in this process) or the address of a ``dask.distributed`` scheduler, whose workers
 must see the same paths. A progress bar goes to stderr.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import shutil
 import sys
 from collections.abc import Callable
@@ -147,7 +149,11 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
 
 
 def _read(path: Path, chunk_bytes: int):
-    """The input as a Dask array of chunks of about ``chunk_bytes``, and its Zarr chunk shape."""
+    """The input as a Dask array of blocks of about ``chunk_bytes``, and its Zarr chunk shape.
+
+    A Zarr input's blocks are whole multiples of its chunks, at least one chunk each, so that no
+    two blocks share a chunk of an output chunked like the input.
+    """
     import dask.array as da
 
     if path.suffix == ".npy":
@@ -157,13 +163,27 @@ def _read(path: Path, chunk_bytes: int):
     import zarr
 
     array = zarr.open_array(str(path), mode="r")
-    chunks = da.core.normalize_chunks("auto", array.shape, limit=chunk_bytes, dtype=array.dtype,
-                                      previous_chunks=array.chunks)  # fmt: skip
-    return da.from_zarr(array, chunks=chunks), array.chunks
+    block = _block_shape(array.shape, array.dtype.itemsize, chunk_bytes, array.chunks)
+    return da.from_zarr(array, chunks=block), array.chunks
+
+
+def _block_shape(shape: tuple[int, ...], itemsize: int, limit: int, unit: tuple[int, ...]) -> tuple[int, ...]:
+    """The largest block of whole ``unit`` multiples within ``limit`` bytes (at least one unit).
+
+    It grows from the last axis outwards, an axis only once the ones after it are whole.
+    """
+    block = [max(1, min(size, length)) for size, length in zip(unit, shape)]
+    for axis in reversed(range(len(shape))):
+        units = max(1, limit // (itemsize * math.prod(block)))
+        block[axis] = max(1, min(shape[axis], units * block[axis]))
+        if block[axis] < shape[axis]:
+            break
+    return tuple(block)
 
 
 def _write(result, path: Path, stored_chunks: tuple[int, ...] | None):
-    """A lazy store of ``result`` into a new file; each block writes whole Zarr chunks, lock-free."""
+    """A lazy store of ``result`` into a new file, lock-free: each block writes whole Zarr chunks,
+    the input's chunks (which the blocks are multiples of) or else the shape of the first block."""
     import dask.array as da
 
     if path.suffix == ".npy":
@@ -239,7 +259,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--axis", type=int, metavar="A",
                         help="the axis along which per-channel scales and zero points run")  # fmt: skip
     parser.add_argument("--chunk-mb", type=float, default=DEFAULT_CHUNK_MB, metavar="N",
-                        help=f"MiB of input per chunk (default: {DEFAULT_CHUNK_MB})")  # fmt: skip
+                        help=f"MiB of input per chunk (default: {DEFAULT_CHUNK_MB}); a Zarr input is "
+                        "read in whole Zarr chunks, one at a time if a Zarr chunk is bigger")  # fmt: skip
     parser.add_argument("--scheduler", default="threads", metavar="threads|ADDRESS",
                         help="Dask's threaded scheduler (default), or the address of a "
                         "dask.distributed scheduler, e.g. tcp://127.0.0.1:8786")  # fmt: skip
