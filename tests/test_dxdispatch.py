@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -239,6 +240,14 @@ def test_a_missing_source_file_is_named(tmp_path):
 def test_unsupported_resources_are_refused(model_resource, rule):
     with pytest.raises(DmlError, match=rf"^resources\.R[.\w]*: .*{rule}"):
         resource(model_resource)
+
+
+@pytest.mark.parametrize(
+    "path", ["resources.A.initialValuesDataType", "dispatchables.add.desc.ATensor.DataType"]
+)
+def test_a_data_type_that_is_not_a_string_names_its_path_once(path):
+    with pytest.raises(DmlError, match=rf"^{re.escape(path)}: expected a string, not a number$"):
+        parse(edited(add1_model(), path, 5))
 
 
 # -- dispatchables ------------------------------------------------------------------------------------

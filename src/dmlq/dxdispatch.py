@@ -178,8 +178,9 @@ def _one_of(names: Sequence[str] | Mapping[str, object]) -> str:
 
 
 def _data_type(node: _Node) -> DataType:
+    name = node.string()
     try:
-        return DataType.parse(node.string())
+        return DataType.parse(name)
     except DmlError as error:
         raise node.error(str(error)) from None
 
