@@ -64,7 +64,7 @@ def per_axis_shape(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[in
         return ()
     axis = rng.integers(len(shape))
     per_axis = tuple(n if i == axis else 1 for i, n in enumerate(shape))
-    return per_axis[rng.integers(0, axis + 1):]
+    return per_axis[rng.integers(0, axis + 1) :]
 
 
 def zero_point(rng: np.random.Generator, dtype: str, shape):
@@ -78,9 +78,11 @@ def zero_point(rng: np.random.Generator, dtype: str, shape):
 
 def broadcast_pair(rng: np.random.Generator, ndim_max: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     shape = tuple(rng.integers(0, 5, size=rng.integers(0, ndim_max + 1)).tolist())
+
     def operand():
         ones = [1 if rng.random() < 0.3 else n for n in shape]
-        return tuple(ones[rng.integers(0, len(ones) + 1):])
+        return tuple(ones[rng.integers(0, len(ones) + 1) :])
+
     return operand(), operand()
 
 
@@ -130,9 +132,11 @@ def quantized_add_case(rng):
 
 def matmul_case(rng, k_max=40):
     batch = tuple(rng.integers(1, 4, size=rng.integers(0, 3)).tolist())
+
     def operand_batch():
         ones = [1 if rng.random() < 0.4 else n for n in batch]
-        return tuple(ones[rng.integers(0, len(ones) + 1):])
+        return tuple(ones[rng.integers(0, len(ones) + 1) :])
+
     m, n, k = (int(v) for v in rng.integers(0, 7, 2).tolist() + [rng.integers(0, k_max)])
     a_dtype, b_dtype, out = (str(t) for t in rng.choice(BYTES, 3))
     rows = [(), (1,), (m, 1), (1, 1)][rng.integers(4)]

@@ -41,7 +41,12 @@ import numpy as np
 from .errors import DmlError
 
 __all__ = [
-    "DEFAULT_CHUNK_MB", "NpyFile", "add_dequantize", "add_quantize", "dequantize_file", "quantize_file",
+    "DEFAULT_CHUNK_MB",
+    "NpyFile",
+    "add_dequantize",
+    "add_quantize",
+    "dequantize_file",
+    "quantize_file",
 ]
 
 DEFAULT_CHUNK_MB = 64
@@ -88,6 +93,7 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
     ``scale`` and ``zero_point`` broadcast like the NumPy layer's; with ``axis``, a sequence of
     them holds one value per index along that axis (per-channel).
     """
+
     def quantize(x):
         from . import dask as dmlq_dask
 
@@ -104,6 +110,7 @@ def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=No
 
     ``scale``, ``zero_point`` and ``axis`` as for :func:`quantize_file`.
     """
+
     def dequantize(q):
         from . import dask as dmlq_dask
 

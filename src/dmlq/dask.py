@@ -204,7 +204,8 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     array([[6]], dtype=uint8)
     """
     a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
-        _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point))
+        _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
+    )
     a = _data(a, "a", _byte_operand, a_zero_point)
     b = _data(b, "b", _byte_operand, b_zero_point)
     for name, operand in (("a", a), ("b", b)):
@@ -244,8 +245,8 @@ def _exact_product(a: da.Array, a_zero_point: np.ndarray | None, b: da.Array,
     The zero points are ``[M, 1]`` / ``[1, N]`` arrays (or None), indexed like ``a`` / ``b``.
     """
     batch = tuple(f"batch{i}" for i in range(max(a.ndim, b.ndim) - 2))
-    a_index = (*batch[len(batch) + 2 - a.ndim:], "m", "k")
-    b_index = (*batch[len(batch) + 2 - b.ndim:], "k", "n")
+    a_index = (*batch[len(batch) + 2 - a.ndim :], "m", "k")
+    b_index = (*batch[len(batch) + 2 - b.ndim :], "k", "n")
     arguments = (a, a_index, b, b_index, *_indexed(a_zero_point, ("m", "k")),
                  *_indexed(b_zero_point, ("k", "n")))  # fmt: skip
     # Aligned here (K chunks to their common refinement) without Dask's warning that the result
