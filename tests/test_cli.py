@@ -320,6 +320,17 @@ def test_run_error_for_a_missing_file_and_malformed_json(tmp_path):
         2, 'dmlq: error: malformed JSON: bad.json:3 Unexpected "2" at column 18\n')  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("", "Empty strings are not legal JSON5"), ("[" * 1000 + "]" * 1000, "nested too deeply")],
+    ids=["empty", "1000 deep"],
+)
+def test_malformed_json_without_a_position_is_one_line_naming_the_file(tmp_path, text, problem):
+    (tmp_path / "bad.json").write_text(text)
+    result = dmlq_cli("run", "bad.json", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (2, f"dmlq: error: malformed JSON: bad.json: {problem}\n")
+
+
 def test_base_model_runs_at_a_level_that_accepts_it(tmp_path):
     model = broken(lambda m: m["commands"].append({"type": "print", "resource": "Out"}))
     (tmp_path / "model.json").write_text(json.dumps(model))

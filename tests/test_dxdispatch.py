@@ -95,9 +95,19 @@ def test_malformed_json_names_line_and_column():
         parse_model('{\n  "resources": {},\n  "x": [1, 2,, 3]\n}', source="m.json")
 
 
-def test_a_duplicate_key_is_an_error():
-    with pytest.raises(DmlError, match='malformed JSON: Duplicate key "A"'):
-        parse_model('{"resources": {"A": {}, "A": {}}, "dispatchables": {}, "commands": []}')
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"resources": {"A": {}, "A": {}}}', 'Duplicate key "A"'),
+        ("", "Empty strings are not legal JSON5"),
+        ("[" + "9" * 5000 + "]", "Exceeds the limit (4300 digits)"),
+        ("[" * 1000 + "]" * 1000, "nested too deeply"),
+    ],
+    ids=["duplicate key", "empty", "5000 digits", "1000 deep"],
+)
+def test_malformed_json_without_a_position_still_names_the_file(text, problem):
+    with pytest.raises(DmlError, match=f"^malformed JSON: m\\.json: {re.escape(problem)}"):
+        parse_model(text, source="m.json")
 
 
 @pytest.mark.parametrize("member", ["resources", "dispatchables", "commands"])

@@ -800,8 +800,10 @@ def parse_model(text: str, base: str | Path = ".", source: str = "model") -> Mod
     """Parse a model's JSON text (comments and trailing commas allowed); ``base`` is its folder."""
     try:
         document = json5.loads(text, allow_duplicate_keys=False)
-    except ValueError as error:  # json5 reports "<string>:LINE ... at column COLUMN"
-        raise DmlError(f"malformed JSON: {str(error).replace('<string>', source)}") from None
+    except ValueError as error:
+        raise _malformed(str(error), source) from None
+    except RecursionError:  # json5 descends into nested values recursively
+        raise _malformed("nested too deeply", source) from None
     root = _Node(document, "")
     fields = root.fields(("$schema", "resources", "dispatchables", "commands"),
                          ("resources", "dispatchables", "commands"))  # fmt: skip
@@ -814,6 +816,12 @@ def parse_model(text: str, base: str | Path = ".", source: str = "model") -> Mod
     }
     commands = [_parse_command(node, resources, dispatchables) for node in fields["commands"].elements()]
     return Model(resources, dispatchables, commands)
+
+
+def _malformed(problem: str, source: str) -> DmlError:
+    """json5 places a syntax error as "<string>:LINE ... at column COLUMN"; other problems have no place."""
+    located = problem.replace("<string>", source) if "<string>" in problem else f"{source}: {problem}"
+    return DmlError(f"malformed JSON: {located}")
 
 
 @dataclass(frozen=True)
