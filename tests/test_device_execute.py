@@ -264,6 +264,27 @@ def test_quantized_operators_refuse_aliasing() -> None:
         )
 
 
+EXECUTE_REFUSALS = {
+    "buffer count": lambda x, y: ([x], [y]),
+    "too small": lambda x, y: ([x[:5], x], [y]),
+    "not a buffer": lambda x, y: ([x, [1.0] * 6], [y]),
+    "read-only output": lambda x, y: ([x, x], [bytes(24)]),
+    "partial overlap": lambda x, y: ([x[:6], x[:6]], [x[1:]]),
+}
+
+
+@pytest.mark.parametrize("refusal", EXECUTE_REFUSALS)
+def test_execute_refusals_name_the_device_level(refusal: str) -> None:
+    desc = TensorDesc(F32, [6])
+    op = Device("3_0").compile_operator(ops.ElementWiseAdd(a=desc, b=desc, output=desc))
+    inputs, outputs = EXECUTE_REFUSALS[refusal](np.zeros(7, np.float32), np.zeros(6, np.float32))
+    with pytest.raises(DmlError) as error:
+        op.execute(inputs, outputs)
+    message = str(error.value)
+    assert message.startswith("ElementWiseAdd.execute") and message.endswith(" (device is 3_0)")
+    assert message.count("(device is") == 1
+
+
 def test_execute_twice_reuses_the_compiled_operator() -> None:
     op = add_op(2)
     out = np.zeros(2, np.float32)

@@ -59,9 +59,8 @@ class Device:
     def compile_operator(self, desc: OperatorDesc) -> CompiledOperator:
         """Check every rule of ``desc``'s page at this device's level; DmlError on a violation."""
         if not isinstance(desc, OperatorDesc):
-            raise DmlError(
-                f"compile_operator needs a dmlq.ops description, not {type(desc).__name__}"
-            )
+            message = f"compile_operator needs a dmlq.ops description, not {type(desc).__name__}"
+            raise _refusal(message, self._feature_level)
         desc.validate(self._feature_level)
         return CompiledOperator(desc, self)
 
@@ -91,6 +90,19 @@ class CompiledOperator:
         and both buffers start at the same address (one resource bound at one offset, whatever
         the two tensors' strides); it is then computed as if every input was read first.
         """
+        try:
+            views, out = self._bind_all(inputs, outputs)
+        except DmlError as error:
+            raise _refusal(str(error), self._device.feature_level) from None
+        self.run_arrays(views, out)
+
+    def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
+        """Compute on ndarrays already shaped like the descriptions (the NumPy layer's entry)."""
+        self._kernel(self._desc, views, out, self._reciprocal_division)
+
+    def _bind_all(self, inputs: Sequence[object | None],
+                  outputs: Sequence[object]) -> tuple[dict[str, np.ndarray | None], np.ndarray]:  # fmt: skip
+        """The input views by field name and the output view, every buffer checked."""
         name = type(self._desc).__name__
         views, ranges = {}, {}
         input_fields, output_fields = self._desc.input_fields(), self._desc.output_fields()
@@ -103,11 +115,7 @@ class CompiledOperator:
         where = f"{name}.execute outputs[0] ({out_field.name})"
         out = self._bind(out_field.name, outputs[0], where, True, ranges)
         self._check_aliasing(name, ranges, out_field.name)
-        self.run_arrays(views, out)
-
-    def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
-        """Compute on ndarrays already shaped like the descriptions (the NumPy layer's entry)."""
-        self._kernel(self._desc, views, out, self._reciprocal_division)
+        return views, out
 
     def _bind(self, field_name: str, buffer: object, where: str, writable: bool,
               ranges: dict) -> np.ndarray | None:  # fmt: skip
@@ -139,6 +147,11 @@ class CompiledOperator:
                 else "this operator cannot run in place"
             )
             raise DmlError(f"{name}.execute: output overlaps input {field_name}; {rule}")
+
+
+def _refusal(message: str, level: FeatureLevel) -> DmlError:
+    """A DmlError ending with the device's level, like every refusal of ``OperatorDesc.validate``."""
+    return DmlError(f"{message} (device is {level.label})")
 
 
 def _check_count(name: str, what: str, buffers: Sequence[object], expected: int) -> None:
