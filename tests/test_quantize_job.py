@@ -113,10 +113,10 @@ def test_chunks_larger_than_chunk_mb_are_written_whole(tmp_path, big_chunks, sou
     (["x.npy", "x.zarr", "--scale", "1"], "x.zarr: already exists"),
     (["x.npy", "q.npy", "--scale", "0"], "scale: a scale of 0"),
     (["x.npy", "q.npy", "--scale", "1,2"], "--scale: 2 values need --axis"),
-    (["x.npy", "q.npy", "--scale", "1,2", "--axis", "1"], "shapes do not broadcast"),
-    (["x.npy", "q.npy", "--scale", "1", "--axis", "2"], "axis: 2 is out of range"),
-    (["x.npy", "q.npy", "--scale", "1", "--zero-point", "300"], "zero_point: values outside"),
-    (["x.npy", "q.npy", "--scale", "1", "--chunk-mb", "0"], "chunk_mb: must be positive"),
+    (["x.npy", "q.npy", "--scale", "1,2", "--axis", "1"], "--scale: 2 values for axis 1 of length 6"),
+    (["x.npy", "q.npy", "--scale", "1", "--axis", "2"], "--axis: 2 is out of range"),
+    (["x.npy", "q.npy", "--scale", "1", "--zero-point", "300"], "--zero-point: values outside"),
+    (["x.npy", "q.npy", "--scale", "1", "--chunk-mb", "0"], "--chunk-mb: must be positive"),
     (["x.zarr", "q.npy", "--scale", "1", "--scheduler", "tcp://127.0.0.1:9"], "127.0.0.1:9"),
 ])  # fmt: skip
 def test_errors_are_one_line_with_exit_status_2_and_no_output(tmp_path, data, capsys, arguments, message):
@@ -125,6 +125,36 @@ def test_errors_are_one_line_with_exit_status_2_and_no_output(tmp_path, data, ca
         assert main(["quantize", *paths]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("dmlq: error: ") and message in error
+    assert not (tmp_path / "q.npy").exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--scale", "1,2,3", "--axis", "1"], "--scale: 3 values for axis 1 of length 1"),
+    (["--scale", "1", "--zero-point", "1,2", "--axis", "-1"],
+     "--zero-point: 2 values for axis -1 of length 5"),
+])  # fmt: skip
+def test_per_axis_lists_need_one_value_or_one_per_index(tmp_path, capsys, options, message):
+    # Broadcasting would otherwise stretch the axis: (9, 1, 5) quantized with 3 scales is (9, 3, 5).
+    np.save(tmp_path / "x.npy", np.ones((9, 1, 5), np.float32))
+    assert main(["quantize", str(tmp_path / "x.npy"), str(tmp_path / "q.npy"), *options]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith(f"dmlq: error: {message}; ")
+    assert not (tmp_path / "q.npy").exists()
+
+
+def test_one_value_along_an_axis_holds_for_every_index(tmp_path):
+    x = np.arange(45, dtype=np.float32).reshape(9, 1, 5)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["quantize", str(tmp_path / "x.npy"), str(tmp_path / "q.npy"), "--scale", "0.5",
+                 "--zero-point", "1,2,3,4,5", "--axis", "2", "--chunk-mb", "0.0001"]) == 0  # fmt: skip
+    expected = dmlq.quantize_linear(x, 0.5, np.uint8([1, 2, 3, 4, 5]))
+    assert np.array_equal(np.load(tmp_path / "q.npy"), expected)
+
+
+def test_scales_that_would_change_the_output_shape_are_refused(tmp_path, data):
+    message = r"^scale, zero_point: .* \(3, 37, 6\), not the input's \(37, 6\)"
+    with pytest.raises(dmlq.DmlError, match=message):
+        quantize_file(tmp_path / "x.npy", tmp_path / "q.npy", np.ones((3, 1, 1), np.float32), progress=False)
     assert not (tmp_path / "q.npy").exists()
 
 

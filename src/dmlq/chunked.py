@@ -90,15 +90,16 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
                   scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
     """Write :func:`dmlq.quantize_linear` of the array in ``source`` to ``target``.
 
-    ``scale`` and ``zero_point`` broadcast like the NumPy layer's; with ``axis``, a sequence of
-    them holds one value per index along that axis (per-channel).
+    ``scale`` and ``zero_point`` broadcast like the NumPy layer's, to the input's shape; with
+    ``axis``, each is one value or a sequence of one value per index along that axis (per-channel).
     """
 
     def quantize(x):
         from . import dask as dmlq_dask
 
-        return dmlq_dask.quantize_linear(x, _along_axis(scale, axis, x.ndim),
-                                         _along_axis(zero_point, axis, x.ndim), dtype=dtype)  # fmt: skip
+        return dmlq_dask.quantize_linear(x, _along_axis(scale, "scale", axis, x.shape),
+                                         _along_axis(zero_point, "zero_point", axis, x.shape),
+                                         dtype=dtype)  # fmt: skip
 
     _transform(Path(source), Path(target), quantize, chunk_mb, scheduler, progress)
 
@@ -114,27 +115,32 @@ def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=No
     def dequantize(q):
         from . import dask as dmlq_dask
 
-        return dmlq_dask.dequantize_linear(q, _along_axis(scale, axis, q.ndim),
-                                           _along_axis(zero_point, axis, q.ndim))  # fmt: skip
+        return dmlq_dask.dequantize_linear(q, _along_axis(scale, "scale", axis, q.shape),
+                                           _along_axis(zero_point, "zero_point", axis, q.shape))  # fmt: skip
 
     _transform(Path(source), Path(target), dequantize, chunk_mb, scheduler, progress)
 
 
-def _along_axis(values, axis: int | None, ndim: int):
-    """``values`` unchanged without an axis, else laid along ``axis`` of an ``ndim`` array.
+def _along_axis(values, name: str, axis: int | None, shape: tuple[int, ...]):
+    """``values`` unchanged without an axis, else laid along ``axis`` of an array of ``shape``:
+    one value for every index, or one value per index.
 
     NumPy values keep their dtype and Python numbers stay Python numbers, as the NumPy layer's
     dtype rules tell them apart.
     """
     if values is None or axis is None:
         return values
+    ndim = len(shape)
     if not -ndim <= axis < ndim:
         raise DmlError(f"axis: {axis} is out of range for an array of {ndim} dimensions")
-    shape = [1] * ndim
-    shape[axis] = -1
+    if np.size(values) not in (1, shape[axis]):
+        raise DmlError(f"{name}: {np.size(values)} values for axis {axis} of length {shape[axis]}; "
+                       "give one value, or one per index along the axis")  # fmt: skip
+    laid_out = [1] * ndim
+    laid_out[axis] = -1
     if isinstance(values, (np.ndarray, np.generic)):
-        return np.reshape(values, shape)
-    return np.reshape(np.array(values, dtype=object), shape).tolist()
+        return np.reshape(values, laid_out)
+    return np.reshape(np.array(values, dtype=object), laid_out).tolist()
 
 
 def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, scheduler: str,
@@ -147,6 +153,9 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise FileExistsError(f"{target}: already exists; remove it or write elsewhere")
     data, stored_chunks = _read(source.resolve(), int(chunk_mb * 2**20))
     result = function(data)  # builds the graph: argument errors raise here, before any writing
+    if result.shape != data.shape:
+        raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
+                       f"not the input's {data.shape}")  # fmt: skip
     store = _write(result, target.resolve(), stored_chunks)
     try:
         _run(store, scheduler, progress)
@@ -302,7 +311,7 @@ def _run_job(job: Callable[..., None], args: argparse.Namespace, **options: obje
             raise
         _fail(f"{error}; the quantize and dequantize commands need: pip install 'dmlq[dask]'")
     except (OSError, ValueError) as error:  # files, an existing output, a refused argument
-        _fail(str(error))
+        _fail(_naming_options(str(error)))
     else:
         return 0
     return 2
@@ -315,6 +324,15 @@ def _per_axis(values: list | None, axis: int | None, option: str) -> object:
     if len(values) > 1:
         raise DmlError(f"{option}: {len(values)} values need --axis")
     return values[0]
+
+
+_OPTIONS = {"scale": "--scale", "zero_point": "--zero-point", "axis": "--axis", "chunk_mb": "--chunk-mb"}
+
+
+def _naming_options(message: str) -> str:
+    """An error about a parameter, naming the option that sets it."""
+    name, colon, rest = message.partition(":")
+    return _OPTIONS.get(name, name) + colon + rest
 
 
 def _fail(message: str) -> None:
