@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -18,7 +20,7 @@ import pytest
 
 import dmlq
 from conftest import f16, f32, ulp32
-from dmlq import DataType, Device, TensorDesc, activations, ops
+from dmlq import DataType, Device, DmlError, TensorDesc, activations, ops
 
 
 def safe_exp(x: float) -> float:
@@ -204,3 +206,46 @@ def test_activation_landmarks(activation: activations.Activation, x: list[float]
 def test_nan_stays_nan(name: str) -> None:
     got = dmlq.add(np.float32([np.nan]), np.float32([0]), fused_activation=CASES[name][0])
     assert np.isnan(got[0])
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+NOT_FLOAT32 = {
+    "huge int": (2**2000, "overflows float32"),
+    "beyond float32": (1e300, "overflows float32"),
+    "just past the rounding to float32's largest": (2.0**128 - 2.0**103, "overflows float32"),
+    "infinity": (-math.inf, "is -inf"),
+    "NaN": (math.nan, "is NaN; refused because DirectML defines no result"),
+    "text": ("0.5", "must be a number"),
+}
+
+
+@pytest.mark.parametrize("case", NOT_FLOAT32)
+def test_parameters_that_are_not_finite_float32_are_refused_at_compile(case: str) -> None:
+    value, rule = NOT_FLOAT32[case]
+    desc = TensorDesc(DataType.FLOAT32, [2])
+    add1 = ops.ElementWiseAdd1(a=desc, b=desc, output=desc, fused_activation=activations.Linear(1.0, value))
+    with pytest.raises(DmlError) as error:
+        Device().compile_operator(add1)
+    message = str(error.value)
+    assert message.startswith("ElementWiseAdd1.fused_activation: ACTIVATION_LINEAR parameter beta ")
+    assert rule in message
+
+
+@pytest.mark.parametrize("case", NOT_FLOAT32)
+@pytest.mark.parametrize("size", [2, 0])
+def test_numpy_add_refuses_them_naming_fused_activation(case: str, size: int) -> None:
+    value, rule = NOT_FLOAT32[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the way to the refusal
+        with pytest.raises(
+            ValueError, match=rf"^fused_activation: ACTIVATION_LEAKY_RELU parameter alpha .*{re.escape(rule)}"
+        ):
+            dmlq.add(np.ones(size, np.float32), 1.0, fused_activation=activations.LeakyRelu(alpha=value))
+
+
+def test_parameters_that_round_to_a_finite_float32_are_accepted() -> None:
+    below_overflow = float(np.nextafter(2.0**128 - 2.0**103, 0))  # rounds down to float32's largest
+    got = dmlq.add(np.float32([-1, 2]), 0.0, fused_activation=activations.LeakyRelu(alpha=below_overflow))
+    assert got.tolist() == [-FLOAT32_MAX, 2.0]
+    huge_int = activations.LeakyRelu(alpha=2**127)
+    assert dmlq.add(np.float32([-1]), 0.0, fused_activation=huge_int).tolist() == [-(2.0**127)]

@@ -53,12 +53,14 @@ class Activation(abc.ABC):
         """The first rule this activation breaks at ``level``, or None."""
         if level < self.INTRODUCED:
             return f"{self.TYPE_NAME} needs feature level {self.INTRODUCED.label}"
+        return self.parameter_problem()
+
+    def parameter_problem(self) -> str | None:
+        """The first parameter that is not a finite float32 value (DirectML's FLOAT), or None."""
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, (int, float, np.floating, np.integer)) or isinstance(
-                value, bool
-            ):
-                return f"{self.TYPE_NAME} parameter {f.name} must be a number, not {value!r}"
+            rule = _float32_rule(getattr(self, f.name))
+            if rule:
+                return f"{self.TYPE_NAME} parameter {f.name} {rule}"
         return None
 
     def apply(self, x: np.ndarray) -> np.ndarray:
@@ -69,6 +71,24 @@ class Activation(abc.ABC):
     @abc.abstractmethod
     def _formula(self, x: np.ndarray, *params: np.float64) -> np.ndarray:
         """The activation's formula; NaN in gives NaN out."""
+
+
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # halfway past float32's largest value: rounds to infinity
+
+
+def _float32_rule(value: object) -> str | None:
+    """Why ``value`` cannot be a DirectML FLOAT parameter, or None when it can."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return f"must be a number, not {value!r}"
+    if isinstance(value, np.generic):
+        value = value.item()  # compares without NumPy's casts (float16 against 2**128 overflows)
+    if value != value:
+        return "is NaN; refused because DirectML defines no result for a NaN parameter"
+    if value in (math.inf, -math.inf):
+        return f"is {value}; DirectML's FLOAT parameters are finite float32 values"
+    if not -_FLOAT32_OVERFLOW < value < _FLOAT32_OVERFLOW:  # exact, also for huge Python ints
+        return "overflows float32 (DirectML's FLOAT parameters are finite float32 values)"
+    return None
 
 
 def _activation(name: str, type_name: str, value: int, level: FeatureLevel = FL.FL_1_0,
@@ -246,7 +266,12 @@ class Gelu(Activation):
 
 def from_spec(spec: Activation | str | None) -> Activation | None:
     """An activation from ``None``, a snake_case name (DirectMLX defaults) or an instance."""
-    if spec is None or isinstance(spec, Activation):
+    if spec is None:
+        return None
+    if isinstance(spec, Activation):
+        problem = spec.parameter_problem()
+        if problem:
+            raise DmlError(f"fused_activation: {problem}")
         return spec
     if isinstance(spec, str):
         cls = ACTIVATIONS.get(spec.strip().lower())
