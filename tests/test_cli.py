@@ -281,6 +281,11 @@ ERRORS = {
         broken(lambda m: m["commands"][0]["bindings"].update(ATensor={"name": "A", "elementOffset": 2})),
         "commands[0].bindings.ATensor: buffer of 8 bytes is smaller than the 16 bytes its tensor addresses",
     ),
+    "buffer beyond memory": (
+        broken(lambda m: m["resources"]["Out"].update(sizeInBytes=2**40)),
+        "resources.Out.sizeInBytes: a buffer of 1099511627776 bytes and the 16 bytes of initial values it is"
+        " filled from need 1099511627792 bytes, more than the ",
+    ),
     "hlsl dispatchable": (
         broken(lambda m: m["dispatchables"].update(add={"type": "hlsl", "sourcePath": "add.hlsl"})),
         "dispatchables.add.type: hlsl dispatchables are not supported by dmlq",

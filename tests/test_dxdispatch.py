@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from dmlq import DataType, DmlError, FeatureLevel, activations
+from dmlq import DataType, DmlError, FeatureLevel, activations, dxdispatch
 from dmlq.dxdispatch import check_model, load_model, parse_model, run_model
 
 F32 = {"DataType": "FLOAT32", "Sizes": [3]}
@@ -192,6 +192,62 @@ def test_initial_values_start_at_their_offset():
 def test_an_offset_without_a_size_grows_the_default_size():
     r = resource({"initialValuesDataType": "UINT8", "initialValues": [7], "initialValuesOffsetInBytes": 4})
     assert r.memory.tolist() == [0, 0, 0, 0, 7, 0, 0, 0]
+
+
+def resource_error(model_resource: dict, base=".") -> str:
+    with pytest.raises(DmlError) as caught:
+        resource(model_resource, base)
+    return str(caught.value)
+
+
+@pytest.fixture
+def kilobyte_machine(monkeypatch):
+    """A machine with 1000 bytes of memory: what would not fit is refused before anything is allocated."""
+    monkeypatch.setattr(dxdispatch, "_physical_memory", lambda: 1000)
+
+
+@pytest.mark.parametrize(
+    "initial_values",
+    [{"valueCount": 200, "value": 0}, {"valueCount": 200, "valueStart": 0, "valueDelta": 1}],
+    ids=["constant", "sequence"],
+)
+def test_initial_values_that_cannot_fit_in_memory_are_refused(kilobyte_machine, initial_values):
+    assert resource_error({"initialValuesDataType": "FLOAT32", "initialValues": initial_values}) == (
+        "resources.R.initialValues.valueCount: 200 FLOAT32 values (800 bytes) and the buffer they fill"
+        " need 1600 bytes, more than the 1000 bytes this machine has"
+    )
+
+
+def test_a_file_that_cannot_fit_in_memory_is_refused(kilobyte_machine, tmp_path):
+    (tmp_path / "big.bin").write_bytes(bytes(600))
+    source = {"sourcePath": "big.bin"}
+    assert resource_error({"initialValuesDataType": "UINT8", "initialValues": source}, tmp_path) == (
+        f"resources.R.initialValues.sourcePath: the values of {tmp_path / 'big.bin'} (600 bytes) and the"
+        " buffer they fill need 1200 bytes, more than the 1000 bytes this machine has"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"sizeInBytes": 997}, "resources.R.sizeInBytes: a buffer of 997 bytes and the 4 bytes of initial"
+         " values it is filled from need 1001 bytes, more than the 1000 bytes this machine has"),
+        ({"initialValuesOffsetInBytes": 993}, "resources.R: a buffer of 1000 bytes and the 4 bytes of initial"
+         " values it is filled from need 1004 bytes, more than the 1000 bytes this machine has"),
+    ],
+    ids=["sizeInBytes", "offset"],
+)  # fmt: skip
+def test_a_buffer_that_cannot_fit_in_memory_is_refused(kilobyte_machine, extra, message):
+    assert (
+        resource_error({"initialValuesDataType": "UINT8", "initialValues": [1, 2, 3, 4], **extra}) == message
+    )
+
+
+def test_a_buffer_beyond_the_real_memory_is_refused_without_allocating():
+    huge = {"initialValuesDataType": "UINT8", "initialValues": [1, 2, 3, 4], "sizeInBytes": 2**40}
+    message = resource_error(huge)
+    assert message.startswith("resources.R.sizeInBytes: a buffer of 1099511627776 bytes and the 4 bytes of")
+    assert message.endswith("bytes this machine has")
 
 
 def test_npy_files_give_data_and_type_relative_to_the_model(tmp_path):

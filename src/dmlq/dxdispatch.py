@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -239,6 +240,11 @@ def _parse_resource(name: str, node: _Node, base: Path) -> Resource:
     offset_node = fields.get("initialValuesOffsetInBytes")
     offset = offset_node.unsigned(64) if offset_node else 0
     size = _buffer_size(fields.get("sizeInBytes"), offset + data.size)
+    _ensure_fits(
+        fields.get("sizeInBytes", node),
+        size + data.size,
+        f"a buffer of {size} bytes and the {data.size} bytes of initial values it is filled from",
+    )
     try:
         memory = np.zeros(size, np.uint8)
     except (MemoryError, ValueError):
@@ -254,6 +260,28 @@ def _buffer_size(node: _Node | None, needed: int) -> int:
     if size < needed:
         raise node.error(f"{size} bytes cannot hold the {needed} bytes the initial values reach")
     return size
+
+
+def _ensure_fits(node: _Node, needed: int, what: str) -> None:
+    """Refuse what the machine's memory cannot hold: past it, the kernel kills the process outright
+    instead of failing the allocation."""
+    memory = _physical_memory()
+    if memory is not None and needed > memory:
+        raise node.error(f"{what} need {needed} bytes, more than the {memory} bytes this machine has")
+
+
+def _ensure_values_fit(node: _Node, size: int, what: str) -> None:
+    """Initial values about to be built: they and the buffer they are copied into must fit at once."""
+    _ensure_fits(node, 2 * size, f"{what} ({size} bytes) and the buffer they fill")
+
+
+def _physical_memory() -> int | None:
+    """The machine's memory in bytes, where the platform tells it."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or no such name
+        return None
+    return pages if pages > 0 else None
 
 
 def _initial_values(node: _Node, declared: DataType | None, base: Path) -> tuple[np.ndarray, DataType]:
@@ -313,7 +341,7 @@ def _encode(values: list[float | int], data_type: DataType) -> np.ndarray:
 def _constant(node: _Node, data_type: DataType) -> np.ndarray:
     fields = node.fields(("value", "valueCount"), required=("value", "valueCount"))
     value = _encode([_scalar(fields["value"], data_type)], data_type)
-    return np.repeat(value, fields["valueCount"].unsigned())
+    return np.repeat(value, _value_count(fields["valueCount"], data_type))
 
 
 def _sequence(node: _Node, data_type: DataType) -> np.ndarray:
@@ -321,9 +349,15 @@ def _sequence(node: _Node, data_type: DataType) -> np.ndarray:
     names = ("valueStart", "valueDelta", "valueCount")
     fields = node.fields(names, required=names)
     start, delta = (_encode([_scalar(fields[name], data_type)], data_type) for name in names[:2])
-    steps = np.repeat(delta, fields["valueCount"].unsigned())
+    steps = np.repeat(delta, _value_count(fields["valueCount"], data_type))
     steps[:1] = start
-    return np.add.accumulate(steps, dtype=data_type.dtype)
+    return np.add.accumulate(steps, out=steps)  # in place: one array of the values at a time
+
+
+def _value_count(node: _Node, data_type: DataType) -> int:
+    count = node.unsigned()
+    _ensure_values_fit(node, count * data_type.dtype.itemsize, f"{count} {data_type.name} values")
+    return count
 
 
 def _file_values(node: _Node, declared: DataType | None, base: Path) -> tuple[np.ndarray, DataType]:
@@ -331,10 +365,11 @@ def _file_values(node: _Node, declared: DataType | None, base: Path) -> tuple[np
     suffix = Path(source.string()).suffix.lower()
     if suffix in IMAGE_SUFFIXES:
         raise source.error("image files are not supported by dmlq")
+    path = _input_path(source, base)
+    _ensure_values_fit(source, path.stat().st_size, f"the values of {path}")
     if suffix != ".npy":
-        data_type = _element_type(declared, node)
-        return _read_bytes(_input_path(source, base), source), data_type
-    array = _read_npy(_input_path(source, base), source)
+        return _read_bytes(path, source), _element_type(declared, node)
+    array = _read_npy(path, source)
     try:
         file_type = DataType.from_dtype(array.dtype)
     except DmlError as error:
