@@ -358,11 +358,31 @@ def test_ops_lists_operators_and_activations(tmp_path):
     assert {f"DML_OPERATOR_{cls.TYPE_NAME}" for cls in dmlq.activations.ACTIVATIONS.values()} <= rows.keys()
 
 
-@pytest.mark.parametrize("subcommand", [[], ["run"], ["check"], ["ops"]])
+@pytest.mark.parametrize("subcommand", [[], ["run"], ["check"], ["ops"], ["quantize"], ["dequantize"]])
 def test_help(tmp_path, subcommand):
     result = dmlq_cli(*subcommand, "--help", cwd=tmp_path)
     assert result.returncode == 0
     assert result.stdout.startswith(" ".join(["usage: dmlq", *subcommand]))
+    assert "options:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "dmlq: error: the following arguments are required: COMMAND"),
+        (["frobnicate"], "dmlq: error: argument COMMAND: invalid choice: 'frobnicate'"),
+        (["ops", "--bogus"], "dmlq: error: unrecognized arguments: --bogus"),
+        (["run"], "dmlq run: error: the following arguments are required: MODEL.json"),
+        (["check", "m.json", "-l", "9_9"],
+         "dmlq check: error: argument --feature-level/-l: unknown feature level '9_9' (known: 1_0, "),
+        (["quantize", "in.npy"], "dmlq quantize: error: the following arguments are required: OUT, --scale"),
+        (["dequantize", "in.npy", "out.npy", "--scale", "x"], "dmlq dequantize: error: argument --scale: "),
+    ],
+)  # fmt: skip
+def test_usage_errors_are_one_line(tmp_path, args, message):
+    result = dmlq_cli(*args, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
 
 
 def test_version(tmp_path):

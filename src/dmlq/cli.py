@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .activations import ACTIVATIONS
@@ -44,8 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr like every other error; ``--help`` shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dmlq",
         description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models.",
     )
@@ -159,4 +167,4 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_run, _add_check, _add_ops, add_quantize, add_dequantize,
-]
+]  # fmt: skip
