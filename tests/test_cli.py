@@ -27,12 +27,14 @@ def console_script() -> str:
     return script
 
 
-def dmlq_cli(*args: str, cwd: Path, program: tuple[str, ...] | None = None):
+def dmlq_cli(*args: str, cwd: Path, program: tuple[str, ...] | None = None, stdout=subprocess.PIPE):
     """Run the console script (or ``program``) on this checkout's source, as users run it."""
     path = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     command = [*(program or [console_script()]), *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120
+    )
 
 
 def run_example(name: str, tmp_path: Path) -> tuple[dict[str, np.ndarray], Path]:
@@ -383,6 +385,42 @@ def test_usage_errors_are_one_line(tmp_path, args, message):
     result = dmlq_cli(*args, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+
+
+COMMANDS_THAT_PRINT = [
+    ["ops"],
+    ["run", str(EXAMPLES / "add1_elu.json")],
+    ["check", str(EXAMPLES / "add.json")],
+]
+
+
+@pytest.fixture(params=["buffered", "unbuffered"])
+def output_buffering(request, monkeypatch):
+    """dmlq's output block-buffered (as for any file or pipe) or written at once (PYTHONUNBUFFERED)."""
+    if request.param == "buffered":
+        monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("args", COMMANDS_THAT_PRINT, ids=["ops", "run", "check"])
+def test_a_failing_standard_output_is_one_line_exit_2(tmp_path, args, output_buffering):
+    with open("/dev/full", "w") as full:
+        result = dmlq_cli(*args, cwd=tmp_path, stdout=full)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "dmlq: error: cannot write the output: No space left on device\n",
+    )
+
+
+@pytest.mark.parametrize("args", COMMANDS_THAT_PRINT, ids=["ops", "run", "check"])
+def test_a_closed_pipe_ends_quietly(tmp_path, args, output_buffering):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before dmlq writes, as `head` can in `dmlq ops | head -1`
+    with os.fdopen(write_end, "w") as pipe:
+        result = dmlq_cli(*args, cwd=tmp_path, stdout=pipe)
+    assert (result.returncode, result.stderr) == (0, "")
 
 
 def test_version(tmp_path):

@@ -2,7 +2,8 @@
 
 A subcommand is a function listed in ``SUBCOMMANDS`` that adds its parser, with
 ``set_defaults(handler=...)`` naming its handler: a function taking the parsed arguments and
-returning the exit status. Errors users can hit (a DmlError) become one line on stderr, status 2.
+returning the exit status. Errors users can hit (a usage error, a DmlError, an output that cannot be
+written) become one line on stderr, status 2.
 
 >>> main(["ops"])  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
 OPERATOR                                        FEATURE LEVEL  SUPPORT WIDENS AT
@@ -36,13 +37,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     args = build_parser().parse_args(argv)
     try:
+        status = _handle(args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's exit
+        return status
+    except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
+        _discard_output()
+        return 0
+    except OSError as error:  # only writing the output is left: file errors are DmlErrors naming the file
+        _discard_output()
+        print(f"dmlq: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
+        return 2
+
+
+def _handle(args: argparse.Namespace) -> int:
+    try:
         return args.handler(args)
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+
+
+def _discard_output() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush of it cannot fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class _Parser(argparse.ArgumentParser):
