@@ -47,6 +47,37 @@ def layouts(draw, data_type: DataType, sizes: list[int], is_output: bool) -> Ten
     return TensorDesc(data_type, sizes, strides)
 
 
+# Values of the wrong type for any field: descriptions are plain data, so they must construct and
+# then be refused by compile_operator as a DmlError, like any other broken rule.
+ILL_TYPED = st.sampled_from(
+    [
+        None,
+        "4",
+        "FLOAT32",
+        4.0,
+        True,
+        np.float64(2.0),
+        np.int64(4),
+        np.array([1, 2]),
+        np.array(4),
+        [1],
+        object(),
+    ]
+)
+NOT_SEQUENCES = st.sampled_from([3, None, "12", b"\x01", 2.5, np.array(2), object()])
+
+
+def integers_or_ill_typed(integers: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(integers, ILL_TYPED)
+
+
+def sequences(elements: st.SearchStrategy, min_size: int, max_size: int) -> st.SearchStrategy:
+    """Lists of ``elements`` (some ill-typed), NumPy arrays of them, or something not a sequence."""
+    lists = st.lists(integers_or_ill_typed(elements), min_size=min_size, max_size=max_size)
+    arrays = st.lists(elements, min_size=min_size, max_size=max_size).map(np.array)
+    return st.one_of(lists, lists, arrays, NOT_SEQUENCES)
+
+
 @st.composite
 def mutated(draw, desc: TensorDesc | None, is_output: bool) -> TensorDesc | None:
     """``desc`` itself most of the time, else with one field broken or changed at random."""
@@ -59,19 +90,20 @@ def mutated(draw, desc: TensorDesc | None, is_output: bool) -> TensorDesc | None
     if change == "absent":
         return None
     if change == "type":
-        fields["data_type"] = draw(st.sampled_from(ALL_TYPES))
+        fields["data_type"] = draw(st.one_of(st.sampled_from(ALL_TYPES), ILL_TYPED, st.integers(-1, 20)))
     elif change == "sizes":
-        fields["sizes"] = draw(st.lists(st.integers(0, 3), min_size=0, max_size=9))
+        fields["sizes"] = draw(sequences(st.integers(0, 3), min_size=0, max_size=9))
         fields["strides"] = None
     elif change == "strides":
         count = draw(st.sampled_from([len(desc.sizes), len(desc.sizes) + 1, max(len(desc.sizes) - 1, 0)]))
-        fields["strides"] = draw(st.lists(st.integers(-1, 6), min_size=count, max_size=count))
+        fields["strides"] = draw(sequences(st.integers(-1, 6), min_size=count, max_size=count))
     elif change == "alignment":
-        fields["guaranteed_base_offset_alignment"] = draw(st.sampled_from(ALIGNMENTS))
+        fields["guaranteed_base_offset_alignment"] = draw(integers_or_ill_typed(st.sampled_from(ALIGNMENTS)))
     elif change == "flags":
-        fields["flags"] = draw(st.sampled_from([0, 1, 2, 3]))
+        fields["flags"] = draw(integers_or_ill_typed(st.integers(0, 3)))
     if change in ("type", "sizes", "strides", "total"):
-        fields["total_tensor_size_in_bytes"] = draw(st.one_of(st.none(), st.integers(0, 512)))
+        sizes = st.one_of(st.none(), integers_or_ill_typed(st.integers(0, 512)))
+        fields["total_tensor_size_in_bytes"] = draw(sizes)
     return TensorDesc(**fields)
 
 

@@ -198,6 +198,38 @@ def test_unknown_data_type(data_type) -> None:
         DEVICE.compile_operator(op)
 
 
+ILL_TYPED_FIELDS = [
+    # (fields of a FLOAT32 [4] description replaced, the start of the refusal's rule)
+    (dict(data_type=1.0), "data type 1.0 is not"),
+    (dict(data_type=True), "data type True is not"),
+    (dict(data_type=np.array([1, 2])), "data type array"),
+    (dict(sizes=4), "sizes 4 must be a sequence"),
+    (dict(sizes=None), "sizes None must be a sequence"),
+    (dict(sizes="4"), "sizes '4' must be a sequence"),
+    (dict(sizes=np.array(4)), "sizes array.4. must be a sequence"),
+    (dict(sizes=[4.0]), r"sizes\[0\] = 4.0 must be an integer"),
+    (dict(sizes=np.array([[2, 2]])), r"sizes\[0\] = array"),
+    (dict(strides=1), "strides 1 must be None or a sequence"),
+    (dict(strides=[True]), r"strides\[0\] = True must be an integer"),
+    (dict(strides=["1"]), r"strides\[0\] = '1' must be an integer"),
+    (dict(strides=np.array([1.0])), r"strides\[0\] = np.float64.1.0. must be an integer"),
+    (dict(total_tensor_size_in_bytes="16"), "total_tensor_size_in_bytes = '16' must be"),
+    (dict(total_tensor_size_in_bytes=np.array([16, 16])), "total_tensor_size_in_bytes = array"),
+    (dict(flags="x"), "flags 'x' must be"),
+    (dict(flags=np.array([0, 1])), "flags array"),
+    (dict(guaranteed_base_offset_alignment=np.array([1, 2])), "guaranteed_base_offset_alignment array"),
+    (dict(guaranteed_base_offset_alignment=0.0), "guaranteed_base_offset_alignment 0.0 must be"),
+]
+
+
+@pytest.mark.parametrize("changes, rule", ILL_TYPED_FIELDS)
+def test_ill_typed_fields_build_and_are_refused_at_compile(changes: dict, rule: str) -> None:
+    desc = TensorDesc(**({"data_type": T.FLOAT32, "sizes": [4]} | changes))
+    op = ops.ElementWiseAdd(a=desc, b=TensorDesc(T.FLOAT32, [4]), output=TensorDesc(T.FLOAT32, [4]))
+    with pytest.raises(DmlError, match=rf"^ElementWiseAdd\.a: {rule}"):
+        DEVICE.compile_operator(op)
+
+
 def test_zero_strides_allowed_on_inputs_refused_on_outputs() -> None:
     compile_with(TensorDesc(T.FLOAT32, [2, 3], [0, 1]))
     compile_with(TensorDesc(T.FLOAT32, [2, 3], [0, 0]))

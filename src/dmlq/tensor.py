@@ -55,10 +55,7 @@ class TensorDesc:
     guaranteed_base_offset_alignment: int = 0
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "data_type", DataType.parse(self.data_type))
-        except ValueError:
-            pass  # kept as given; compile_operator reports it
+        object.__setattr__(self, "data_type", _parsed_data_type(self.data_type))
         object.__setattr__(self, "sizes", _plain_ints(self.sizes))
         if self.strides is not None:
             object.__setattr__(self, "strides", _plain_ints(self.strides))
@@ -137,6 +134,8 @@ def _check_data_type(desc: TensorDesc, is_output: bool) -> str | None:
 
 
 def _check_sizes(desc: TensorDesc, is_output: bool) -> str | None:
+    if not isinstance(desc.sizes, tuple):
+        return f"sizes {desc.sizes!r} must be a sequence of integers"
     if not 1 <= len(desc.sizes) <= MAX_DIMENSION_COUNT:
         return f"dimension count {len(desc.sizes)} is outside 1 to {MAX_DIMENSION_COUNT}"
     for axis, size in enumerate(desc.sizes):
@@ -150,6 +149,8 @@ def _check_sizes(desc: TensorDesc, is_output: bool) -> str | None:
 def _check_strides(desc: TensorDesc, is_output: bool) -> str | None:
     if desc.strides is None:
         return None
+    if not isinstance(desc.strides, tuple):
+        return f"strides {desc.strides!r} must be None or a sequence of integers"
     if len(desc.strides) != len(desc.sizes):
         return f"has {len(desc.strides)} strides for {len(desc.sizes)} sizes"
     for axis, stride in enumerate(desc.strides):
@@ -195,15 +196,17 @@ def _check_total_size(desc: TensorDesc, is_output: bool) -> str | None:
 
 def _check_alignment(desc: TensorDesc, is_output: bool) -> str | None:
     alignment = desc.guaranteed_base_offset_alignment
-    if alignment == 0:
-        return None
     element_bytes = max(1, desc.data_type.bits // 8)
-    if not _is_int(alignment) or alignment < element_bytes or alignment & (alignment - 1):
-        return (
-            f"guaranteed_base_offset_alignment {alignment!r} must be 0 or a power of two "
-            f"of at least the element size ({element_bytes} bytes)"
-        )
-    return None
+    if _is_int(alignment) and (alignment == 0 or _is_power_of_two(alignment) and alignment >= element_bytes):
+        return None
+    return (
+        f"guaranteed_base_offset_alignment {alignment!r} must be 0 or a power of two "
+        f"of at least the element size ({element_bytes} bytes)"
+    )
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and not value & (value - 1)
 
 
 def _check_flags(desc: TensorDesc, is_output: bool) -> str | None:
@@ -214,9 +217,26 @@ def _check_flags(desc: TensorDesc, is_output: bool) -> str | None:
     return None
 
 
-def _plain_ints(values: Sequence[object]) -> tuple[object, ...]:
-    """NumPy integers become Python ints; anything else stays for validation to report."""
-    return tuple(_plain_int(value) for value in values)
+def _parsed_data_type(value: object) -> object:
+    """A DataType from a member, its value or its name; anything else stays for validation to report."""
+    value = _plain_int(value)
+    if isinstance(value, str) or _is_int(value):
+        try:
+            return DataType.parse(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _plain_ints(values: object) -> object:
+    """A sequence as a tuple of Python ints (from NumPy integers too); anything that is not a
+    sequence, and elements that are not integers, stay as given for validation to report."""
+    if isinstance(values, (str, bytes)):
+        return values
+    try:
+        return tuple(_plain_int(value) for value in values)
+    except TypeError:  # not iterable
+        return values
 
 
 def _plain_int(value: object) -> object:
