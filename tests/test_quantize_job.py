@@ -16,7 +16,7 @@ import zarr
 from distributed import LocalCluster
 
 import dmlq
-from dmlq.chunked import quantize_file
+from dmlq.chunked import NpyFile, quantize_file
 from dmlq.cli import main
 
 SCALES = np.float32([0.5, 0.25, 1.0, 2.0, 0.75, 0.1])
@@ -106,6 +106,34 @@ def test_chunks_larger_than_chunk_mb_are_written_whole(tmp_path, big_chunks, sou
     assert np.array_equal(load(tmp_path / target), dmlq.quantize_linear(big_chunks, 0.8, dtype="int8"))
     if source.endswith(".zarr") and target.endswith(".zarr"):
         assert zarr.open_array(str(tmp_path / target), mode="r").chunks == (24, 16)
+
+
+def contiguous(region: tuple[slice, ...], shape: tuple[int, ...], order: str) -> bool:
+    """Whether ``region`` of a file holding an array of ``shape`` in ``order`` is one byte range."""
+    offsets = np.arange(np.prod(shape)).reshape(shape, order=order)[region]
+    return offsets.size == 0 or offsets.max() - offsets.min() + 1 == offsets.size
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(40, 6, 5), (3, 40, 5)])
+def test_npy_blocks_are_contiguous_byte_ranges(tmp_path, monkeypatch, order, shape):
+    # Blocks cut across the trailing dimensions would touch many short pieces of the memory map.
+    x = np.asfortranarray(np.arange(np.prod(shape), dtype=np.float32).reshape(shape) / 4)
+    np.save(tmp_path / "x.npy", x if order == "F" else np.ascontiguousarray(x))
+    regions, read = [], NpyFile.__getitem__
+
+    def recording_read(file: NpyFile, region: tuple[slice, ...]) -> np.ndarray:
+        regions.append(region)
+        return read(file, region)
+
+    monkeypatch.setattr(NpyFile, "__getitem__", recording_read)
+    chunk_bytes = 400  # holds one slice along the outermost axis in C order of (40, 6, 5) only
+    quantize_file(tmp_path / "x.npy", tmp_path / "q.npy", 0.5, chunk_mb=chunk_bytes / 2**20, progress=False)
+    assert len(regions) > 1
+    assert all(contiguous(region, shape, order) for region in regions)
+    assert all(np.empty(shape)[region].size * 4 <= chunk_bytes for region in regions)
+    got = np.load(tmp_path / "q.npy")
+    assert np.isfortran(got) == (order == "F") and np.array_equal(got, dmlq.quantize_linear(x, 0.5))
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -63,6 +63,7 @@ class NpyFile:
     path: str
     shape: tuple[int, ...]
     dtype: np.dtype
+    fortran_order: bool = False
 
     @property
     def ndim(self) -> int:
@@ -71,12 +72,12 @@ class NpyFile:
     @classmethod
     def open(cls, path: Path) -> NpyFile:
         header = np.load(path, mmap_mode="r")
-        return cls(str(path), header.shape, header.dtype)
+        return cls(str(path), header.shape, header.dtype, np.isfortran(header))
 
     @classmethod
-    def create(cls, path: Path, shape: tuple[int, ...], dtype: np.dtype) -> NpyFile:
-        np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
-        return cls(str(path), tuple(shape), np.dtype(dtype))
+    def create(cls, path: Path, shape: tuple[int, ...], dtype: np.dtype, fortran_order: bool) -> NpyFile:
+        np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape, fortran_order=fortran_order)
+        return cls(str(path), tuple(shape), np.dtype(dtype), fortran_order)
 
     def __getitem__(self, region: tuple[slice, ...]) -> np.ndarray:
         return np.array(np.load(self.path, mmap_mode="r")[region])
@@ -151,12 +152,13 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise FileNotFoundError(f"{source}: no such file or directory")
     if target.exists():
         raise FileExistsError(f"{target}: already exists; remove it or write elsewhere")
-    data, stored_chunks = _read(source.resolve(), int(chunk_mb * 2**20))
+    array = _open(source.resolve())
+    data = _read(array, int(chunk_mb * 2**20))
     result = function(data)  # builds the graph: argument errors raise here, before any writing
     if result.shape != data.shape:
         raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
                        f"not the input's {data.shape}")  # fmt: skip
-    store = _write(result, target.resolve(), stored_chunks)
+    store = _write(result, target.resolve(), array)
     try:
         _run(store, scheduler, progress)
     except BaseException:
@@ -164,32 +166,42 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise
 
 
-def _read(path: Path, chunk_bytes: int):
-    """The input as a Dask array of blocks of about ``chunk_bytes``, and its Zarr chunk shape.
+def _open(path: Path):
+    """The input: an :class:`NpyFile` or a Zarr array."""
+    if path.suffix == ".npy":
+        return NpyFile.open(path)
+    import zarr
 
-    A Zarr input's blocks are whole multiples of its chunks, at least one chunk each, so that no
-    two blocks share a chunk of an output chunked like the input.
+    return zarr.open_array(str(path), mode="r")
+
+
+def _read(array, chunk_bytes: int):
+    """The input as a Dask array of blocks of about ``chunk_bytes``.
+
+    A ``.npy`` file's blocks are contiguous byte ranges, read in few pieces through the memory
+    map. A Zarr array's blocks are whole multiples of its chunks, at least one chunk each, so that
+    no two blocks share a chunk of an output chunked like the input.
     """
     import dask.array as da
 
-    if path.suffix == ".npy":
-        source = NpyFile.open(path)
-        chunks = da.core.normalize_chunks("auto", source.shape, limit=chunk_bytes, dtype=source.dtype)
-        return da.from_array(source, chunks=chunks, lock=False), None
-    import zarr
-
-    array = zarr.open_array(str(path), mode="r")
+    if isinstance(array, NpyFile):
+        block = _block_shape(array.shape, array.dtype.itemsize, chunk_bytes, (1,) * array.ndim,
+                             array.fortran_order)  # fmt: skip
+        return da.from_array(array, chunks=block, lock=False)
     block = _block_shape(array.shape, array.dtype.itemsize, chunk_bytes, array.chunks)
-    return da.from_zarr(array, chunks=block), array.chunks
+    return da.from_zarr(array, chunks=block)
 
 
-def _block_shape(shape: tuple[int, ...], itemsize: int, limit: int, unit: tuple[int, ...]) -> tuple[int, ...]:
+def _block_shape(shape: tuple[int, ...], itemsize: int, limit: int, unit: tuple[int, ...],
+                 fortran_order: bool = False) -> tuple[int, ...]:  # fmt: skip
     """The largest block of whole ``unit`` multiples within ``limit`` bytes (at least one unit).
 
-    It grows from the last axis outwards, an axis only once the ones after it are whole.
+    It grows along the innermost axis first (the last, or the first in Fortran order), and along
+    each next axis only once the block spans the inner ones whole.
     """
     block = [max(1, min(size, length)) for size, length in zip(unit, shape)]
-    for axis in reversed(range(len(shape))):
+    axes = range(len(shape))
+    for axis in axes if fortran_order else reversed(axes):
         units = max(1, limit // (itemsize * math.prod(block)))
         block[axis] = max(1, min(shape[axis], units * block[axis]))
         if block[axis] < shape[axis]:
@@ -197,17 +209,19 @@ def _block_shape(shape: tuple[int, ...], itemsize: int, limit: int, unit: tuple[
     return tuple(block)
 
 
-def _write(result, path: Path, stored_chunks: tuple[int, ...] | None):
-    """A lazy store of ``result`` into a new file, lock-free: each block writes whole Zarr chunks,
-    the input's chunks (which the blocks are multiples of) or else the shape of the first block."""
+def _write(result, path: Path, source):
+    """A lazy store of ``result`` into a new file, lock-free: each block writes whole Zarr chunks
+    (a Zarr input's, which the blocks are multiples of, or else the first block's shape) or a
+    region of a ``.npy`` file laid out like a ``.npy`` input."""
     import dask.array as da
 
+    from_npy = isinstance(source, NpyFile)
     if path.suffix == ".npy":
-        target = NpyFile.create(path, result.shape, result.dtype)
+        target = NpyFile.create(path, result.shape, result.dtype, from_npy and source.fortran_order)
     else:
         import zarr
 
-        chunks = stored_chunks or tuple(max(sizes[0], 1) for sizes in result.chunks)
+        chunks = tuple(max(sizes[0], 1) for sizes in result.chunks) if from_npy else source.chunks
         target = zarr.open_array(str(path), mode="w-", shape=result.shape, dtype=result.dtype, chunks=chunks)
     return da.store(result, target, lock=False, compute=False)
 
