@@ -9,6 +9,7 @@ import pytest
 
 from conftest import element_offsets, read_strided, strided_buffer
 from dmlq import DataType, Device, DmlError, TensorDesc, TensorFlags, activations, ops
+from dmlq.buffers import buffer_bytes
 
 F32, U8 = DataType.FLOAT32, DataType.UINT8
 DEVICE = Device()
@@ -85,6 +86,15 @@ def test_larger_buffers_are_fine_and_extra_bytes_untouched() -> None:
 def test_non_contiguous_ndarray_is_refused() -> None:
     with pytest.raises(DmlError, match="non-contiguous ndarray"):
         add_op(3).execute([np.zeros(6, np.float32)[::2], np.zeros(3, np.float32)], [np.zeros(3, np.float32)])
+
+
+def test_fortran_ordered_buffers_are_read_and_written_in_memory_order() -> None:
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    a = np.asfortranarray(values)  # memory: 0, 3, 1, 4, 2, 5
+    out = np.zeros((3, 2), np.float32, order="F")
+    assert np.shares_memory(buffer_bytes(out, "out", writable=True), out)
+    add_op(6).execute([a, np.full(6, 10, np.float32)], [out])
+    assert out.ravel(order="K").tolist() == [10.0, 13.0, 11.0, 14.0, 12.0, 15.0]
 
 
 def test_misaligned_memory_is_refused() -> None:

@@ -16,9 +16,9 @@ def buffer_bytes(buffer: object, where: str, *, writable: bool) -> np.ndarray:
     if isinstance(buffer, np.ndarray):
         if buffer.dtype.hasobject:
             raise DmlError(f"{where}: buffer is an ndarray of Python objects, not of bytes")
-        if not buffer.flags.c_contiguous:
+        if not (buffer.flags.c_contiguous or buffer.flags.f_contiguous):
             raise DmlError(f"{where}: buffer is a non-contiguous ndarray; pass contiguous memory")
-        flat = buffer.reshape(-1).view(np.uint8)
+        flat = buffer.ravel(order="K").view(np.uint8)  # memory order: a view, also of F-ordered arrays
     else:
         try:
             flat = np.frombuffer(memoryview(buffer).cast("B"), dtype=np.uint8)
