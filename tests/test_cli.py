@@ -345,6 +345,14 @@ def test_base_model_runs_at_a_level_that_accepts_it(tmp_path):
     assert (result.returncode, result.stdout) == (0, "Resource 'Out': 2, 4, 6, 8\n")
 
 
+def test_a_name_utf_8_cannot_encode_is_printed_escaped(tmp_path):
+    model = broken(lambda m: m.update(commands=[{"type": "print", "resource": "\ud800"}]))
+    model["resources"]["\ud800"] = model["resources"].pop("A")
+    (tmp_path / "model.json").write_text(json.dumps(model))  # JSON escapes the lone surrogate as \ud800
+    result = dmlq_cli("run", "model.json", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "Resource '\\ud800': 1, 2, 3, 4\n", "")
+
+
 # -- ops, help, version ------------------------------------------------------------------------------------
 
 

@@ -578,6 +578,19 @@ def test_write_file_dimensions_must_fit_the_resource():
 
 
 @pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("commands.1", {"type": "writeFile", "resource": "Out", "targetPath": "\ud800.npy"}),
+        ("resources.A.initialValues", {"sourcePath": "\ud800.npy"}),
+    ],
+    ids=["targetPath", "sourcePath"],
+)
+def test_a_file_name_the_file_system_cannot_encode_is_refused(path, value):
+    with pytest.raises(DmlError, match=r'(targetPath|sourcePath): "\\ud800\.npy" cannot name a file here'):
+        parse(edited(add1_model(), path, value))
+
+
+@pytest.mark.parametrize(
     ("command", "path", "rule"),
     [
         ({"type": "print", "resource": "Nope"}, r"commands\[1\]\.resource", "no resource named 'Nope'"),

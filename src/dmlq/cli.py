@@ -16,6 +16,7 @@ DML_OPERATOR_ACTIVATION_GELU                 5_1            -
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    _escape_what_cannot_be_encoded()
     args = build_parser().parse_args(argv)
     try:
         status = _handle(args)
@@ -47,6 +49,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_output()
         print(f"dmlq: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
         return 2
+
+
+def _escape_what_cannot_be_encoded() -> None:
+    """A model's names may hold lone surrogates ("\\ud800"), which no encoding takes: print them escaped."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _handle(args: argparse.Namespace) -> int:

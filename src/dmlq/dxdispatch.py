@@ -381,8 +381,8 @@ def _file_values(node: _Node, declared: DataType | None, base: Path) -> tuple[np
 
 def _input_path(source: _Node, base: Path) -> Path:
     """``sourcePath`` relative to the model's folder, else to the working directory."""
-    text = source.string()
-    for candidate in (base / text, Path(text)):
+    name = _file_name(source)
+    for candidate in (base / name, name):
         if candidate.is_file():
             return candidate
     raise source.error(f"file not found next to the model ({base}) or in the working directory")
@@ -776,7 +776,7 @@ def _parse_print(node: _Node, resources: Mapping[str, Resource], dispatchables: 
 def _parse_write_file(node: _Node, resources: Mapping[str, Resource], dispatchables: object) -> WriteFile:
     fields = node.fields(("type", "resource", "targetPath", "dimensions"), ("resource", "targetPath"))
     resource = _named(fields["resource"], resources, "resource")
-    target = Path(fields["targetPath"].string())
+    target = _file_name(fields["targetPath"])
     if target.suffix.lower() in IMAGE_SUFFIXES:
         raise fields["targetPath"].error("image files are not supported by dmlq")
     dimensions = None
@@ -788,6 +788,16 @@ def _parse_write_file(node: _Node, resources: Mapping[str, Resource], dispatchab
                 f"need {needed} bytes, but resource '{resource.name}' has {resource.memory.size}"
             )
     return WriteFile(resource, target, dimensions, node.path)
+
+
+def _file_name(node: _Node) -> Path:
+    """A path the file system can encode (JSON lets a string hold lone surrogates such as "\\ud800")."""
+    text = node.string()
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise node.error(f"{_show(text)} cannot name a file here ({sys.getfilesystemencoding()})") from None
+    return Path(text)
 
 
 _COMMAND_PARSERS = {"dispatch": _parse_dispatch, "print": _parse_print, "writefile": _parse_write_file}
