@@ -627,6 +627,20 @@ def test_check_names_a_description_no_level_accepts():
     assert verdict.problem.startswith("dispatchables.add.desc.OutputTensor: data type INT32 is not supported")
 
 
+@pytest.mark.parametrize(
+    ("tensor", "rule"),
+    [
+        ({**F32, "TotalTensorSizeInBytes": 1}, "TotalTensorSizeInBytes 1 is less than the 12 bytes"),
+        ({**F32, "Sizes": [0]}, "Sizes[0] = 0 must be an integer of at least 1"),
+        ({**F32, "Strides": [1, 1]}, "has 2 strides for 1 sizes"),
+    ],
+    ids=["TotalTensorSizeInBytes", "Sizes", "Strides"],
+)
+def test_tensor_rules_name_the_fields_as_the_model_does(tensor, rule):
+    model = edited(add1_model(), "dispatchables.add.desc.ATensor", tensor)
+    assert error_of(model).startswith(f"dispatchables.add.desc.ATensor: {rule}")
+
+
 def test_run_refuses_a_dispatchable_invalid_at_its_level():
     assert error_of(add1_model(), "2_1") == (
         "dispatchables.add.desc.ATensor: dimension count 1 needs feature level 3_0 (device is 2_1)"

@@ -41,6 +41,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -647,8 +648,16 @@ def _relocated(
         return DmlError(f"{default_path}: {message}")
     for f in dataclasses.fields(cls):
         if head == f"{cls.__name__}.{f.name}" or head.endswith(f"({f.name})"):
-            return DmlError(f"{field_path(f.name)}: {rule}")
+            return DmlError(f"{field_path(f.name)}: {_model_field_names(rule)}")
     return DmlError(f"{default_path}: {rule}")
+
+
+_TENSOR_DESC_FIELD = re.compile(rf"^({'|'.join(f.name for f in dataclasses.fields(TensorDesc))})\b")
+
+
+def _model_field_names(rule: str) -> str:
+    """A tensor rule names a TensorDesc field (``sizes[3] = 0 ...``) by its name in the model (``Sizes``)."""
+    return _TENSOR_DESC_FIELD.sub(lambda match: _camel(match[1]), rule)
 
 
 # -- commands ---------------------------------------------------------------------------------------
