@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import dask
 import numpy as np
 import pytest
+import tomllib
 import zarr
 from distributed import LocalCluster
+from packaging.requirements import Requirement
 
 import dmlq
 from dmlq.chunked import NpyFile, quantize_file
@@ -214,3 +217,11 @@ def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_add
                  "--zero-point", "7", *TINY_CHUNKS, "--scheduler", scheduler_address]) == 0  # fmt: skip
     assert "100% Completed" in capsys.readouterr().err
     assert np.array_equal(load(tmp_path / target), dmlq.quantize_linear(data, 0.25, np.uint8(7)))
+
+
+def test_the_dask_extra_asks_for_the_zarr_these_tests_run_on():
+    # Only zarr 3 is tested (and the benchmark uses zarr-3-only APIs): the extra must not allow zarr 2.
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extra = [Requirement(line) for line in pyproject["project"]["optional-dependencies"]["dask"]]
+    zarr_versions = next(requirement.specifier for requirement in extra if requirement.name == "zarr")
+    assert zarr.__version__ in zarr_versions and "2.18.7" not in zarr_versions
