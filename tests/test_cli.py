@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import dmlq
+from dmlq.cli import build_parser
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SOURCE_ROOT = Path(dmlq.__file__).resolve().parents[1]  # src/ (or site-packages when installed)
@@ -469,6 +471,15 @@ def test_documented_output_is_real(tmp_path, page, command, output):
     assert (result.stdout + result.stderr).rstrip("\n") == output
 
 
-def test_the_docs_show_the_three_subcommands():
+def test_the_docs_show_run_check_and_ops_with_real_output():
     commands = {command.split()[1] for _, command, _ in documented_sessions()}
     assert {"run", "check", "ops"} <= commands
+
+
+def test_the_command_line_section_names_every_subcommand():
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = " ".join(readme.split("## Command line")[1].split("\n## ")[0].split())
+    [subcommands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    count = ("One", "Two", "Three", "Four", "Five", "Six", "Seven")[len(subcommands.choices) - 1]
+    assert f"{count} subcommands" in section
+    assert all(f"`{name}`" in section for name in subcommands.choices)
