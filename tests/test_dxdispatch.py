@@ -530,6 +530,7 @@ def test_a_buffer_smaller_than_its_tensor_fails_at_dispatch():
     model = edited(add1_model(), "commands.0.bindings.ATensor", {"name": "A", "elementOffset": 1})
     assert error_of(model) == (
         "commands[0].bindings.ATensor: buffer of 8 bytes is smaller than the 12 bytes its tensor addresses"
+        " (device is 6_4)"
     )
 
 
