@@ -95,7 +95,7 @@ BAD_ARGUMENTS = [
     ("quantize", dict(x=[[1.0], [1.0, 2.0]]), "x"),
     ("quantize", dict(x=np.zeros((1,) * 9, np.float32)), "x"),
     ("quantize", dict(x=np.zeros((2, 3), np.float32), scale=np.ones(2, np.float32)), "x, scale"),
-    ("quantize", dict(x=[1.0, 2.0], scale=0.5, zero_point=U8([1, 2, 3])), "x, scale, zero_point"),
+    ("quantize", dict(x=[1.0, 2.0], scale=0.5, zero_point=U8([1, 2, 3])), "x, zero_point"),
     ("dequantize", dict(scale=0.0), "scale"),
     ("dequantize", dict(scale=-np.inf), "scale"),
     ("dequantize", dict(scale=np.float16(1e-8)), "scale"),
@@ -135,6 +135,7 @@ BAD_ARGUMENTS = [
     ("qladd", dict(output_zero_point=I8(0), dtype="uint8"), "dtype"),
     ("qladd", dict(output_zero_point=np.int32(0)), "output_zero_point"),
     ("qladd", dict(a=[1, 256]), "a"),
+    ("qladd", dict(a_scale=np.ones((1,) * 9, np.float32)), "a_scale"),
     ("qlmm", dict(a_scale=np.float32([0.1, 0.2, 0.3])), "a_scale"),  # (K,) varies along K
     ("qlmm", dict(a_scale=np.float32([[0.1, 0.2, 0.3]])), "a_scale"),
     ("qlmm", dict(b_scale=np.float32([[0.1], [0.2], [0.3]])), "b_scale"),
@@ -149,6 +150,8 @@ BAD_ARGUMENTS = [
     ("qlmm", dict(a=np.zeros((2, 2, 3), U8), b=np.zeros((3, 3, 1), I8)), "a, b"),
     ("qlmm", dict(output_zero_point=U8(0), dtype=np.int8), "dtype"),
     ("qlmm", dict(b=np.float32([[1], [2], [3]])), "b"),
+    ("qlmm", dict(a_scale=np.ones((1,) * 5, np.float32)), "a_scale"),  # the result would be 5-D
+    ("qlmm", dict(output_zero_point=np.zeros((1, 1, 1, 2, 1), U8)), "output_zero_point"),
 ]
 
 
@@ -213,6 +216,38 @@ def test_broadcasting_like_numpy() -> None:
     assert dmlq.quantized_linear_add(
         U8([[1], [2]]), 1.0, None, U8([1, 2, 3]), 1.0, None, 1.0, None
     ).shape == (2, 3)
+
+
+QUANTIZATION_SHAPES = {
+    # case: (function, data operand changes, scales and zero points given)
+    "qladd 1-D data, 2-D scale": ("qladd", {}, dict(a_scale=np.float32([[0.1]]))),
+    "qladd 3-D zero point": ("qladd", {}, dict(output_zero_point=U8([[[4]]]))),
+    "qladd 0-d data": ("qladd", dict(a=U8(1), b=U8(3)), dict(b_scale=np.float32([0.2]))),
+    "qlmm 3-D per-tensor scale": ("qlmm", {}, dict(a_scale=np.float32([[[0.1]]]))),
+    "qlmm 4-D per-row scale": ("qlmm", {}, dict(a_scale=np.float32([0.1, 0.2]).reshape(1, 1, 2, 1))),
+    "qlmm batch and 4-D zero point": (
+        "qlmm",
+        dict(a=np.stack([MATMUL_ARGS["a"]] * 3)),
+        dict(b_zero_point=I8([[[[1]]]])),
+    ),
+    "qlmm 3-D per-column scale": ("qlmm", {}, dict(b_scale=np.float32([[[0.2]]]))),
+}
+
+
+@pytest.mark.parametrize("case", QUANTIZATION_SHAPES)
+def test_scales_and_zero_points_broadcast_into_the_result_like_numpy_operands(case: str) -> None:
+    function, data, quantization = QUANTIZATION_SHAPES[case]
+    got = FUNCTIONS[function](**data, **quantization)
+    arguments = (QL_ADD_ARGS if function == "qladd" else MATMUL_ARGS) | data
+    a, b = np.asarray(arguments["a"]), np.asarray(arguments["b"])
+    data_shape = np.broadcast_shapes(a.shape, b.shape) if function == "qladd" else np.matmul(a, b).shape
+    assert got.shape == np.broadcast_shapes(data_shape, *(np.shape(v) for v in quantization.values()))
+    # the same numbers without the leading dimensions: one-element qladd operands as scalars,
+    # the matrix multiply's as (M, 1), (1, N) or (1, 1)
+    trimmed = {
+        name: v.reshape(() if function == "qladd" else v.shape[-2:]) for name, v in quantization.items()
+    }
+    assert np.array_equal(got, np.broadcast_to(FUNCTIONS[function](**data, **trimmed), got.shape))
 
 
 def test_matmul_scale_shapes() -> None:

@@ -166,17 +166,23 @@ def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
 
 
 def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
-    shape = _broadcast_shapes([a.shape for a in arrays.values() if a is not None])
+    """NumPy's broadcasting of the arrays that are not None; DmlError naming them otherwise."""
+    return _broadcast_named({name: a.shape for name, a in arrays.items() if a is not None})
+
+
+def _broadcast_named(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    shape = _broadcast_shapes(list(shapes.values()))
     if shape is None or len(shape) > MAX_DIMENSION_COUNT:
-        _raise_broadcast_error({name: a for name, a in arrays.items() if a is not None}, shape)
+        _raise_broadcast_error(shapes, shape)
     return shape
 
 
-def _raise_broadcast_error(present: dict[str, np.ndarray], shape: tuple[int, ...] | None) -> NoReturn:
-    if shape is None:
-        shapes = ", ".join(f"{name} {a.shape}" for name, a in present.items())
-        raise DmlError(f"{', '.join(present)}: shapes do not broadcast ({shapes})")
-    widest = max(present, key=lambda name: present[name].ndim)
+def _raise_broadcast_error(shapes: dict[str, tuple[int, ...]], shape: tuple[int, ...] | None) -> NoReturn:
+    if shape is None:  # named: the operands that can conflict (one-element ones never do)
+        culprits = {name: each for name, each in shapes.items() if any(size != 1 for size in each)}
+        listed = ", ".join(f"{name} {each}" for name, each in culprits.items())
+        raise DmlError(f"{', '.join(culprits)}: shapes do not broadcast ({listed})")
+    widest = max(shapes, key=lambda name: len(shapes[name]))
     raise DmlError(f"{widest}: {len(shape)} dimensions; DirectML tensors have at most 8")
 
 
@@ -216,9 +222,7 @@ def _describable(array: np.ndarray) -> np.ndarray:
 
 def _desc(array: np.ndarray) -> TensorDesc:
     itemsize = array.dtype.itemsize
-    return TensorDesc(
-        DataType.from_dtype(array.dtype), array.shape, [s // itemsize for s in array.strides]
-    )
+    return TensorDesc(DataType.from_dtype(array.dtype), array.shape, [s // itemsize for s in array.strides])
 
 
 def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -381,8 +385,8 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                          output_scale, output_zero_point, *, dtype=None) -> np.ndarray:  # fmt: skip
     """Dequantize ``a`` and ``b``, add in float32, requantize: DirectML's QuantizedLinearAdd.
 
-    Every scale and zero point holds one element (zero points may be None); ``a`` and ``b``
-    broadcast against each other.
+    Every scale and zero point holds one element (zero points may be None); all of them broadcast
+    against each other like NumPy operands (a ``(1, 1)`` scale makes a 1-D result 2-D).
 
     >>> quantized_linear_add(np.uint8([10, 20]), 0.5, None, np.uint8([1, 3]), 1.0, None, 2.0, None)
     array([3, 6], dtype=uint8)
@@ -401,7 +405,7 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     for name, value in quantization.items():
         if value is not None and value.size != 1:
             raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
-    shape = _broadcast_shape(a=a, b=b)
+    shape = _broadcast_shape(a=a, b=b, **quantization)
     out = _core.empty(shape, out_dtype)
     if out.size:
         ones = (1,) * max(len(shape), 1)
@@ -425,7 +429,9 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
 
     Integer products accumulate exactly for every K, then requantize once. ``a`` and output
     scales and zero points are per-tensor or per-row ``(M, 1)``; ``b``'s per-tensor or
-    per-column ``(N,)`` / ``(1, N)``. Batch dimensions broadcast as in ``numpy.matmul``.
+    per-column ``(N,)`` / ``(1, N)``. Batch dimensions broadcast as in ``numpy.matmul``, together
+    with the leading dimensions of the scales and zero points (a ``(1, 1, 1)`` scale makes the
+    result 3-D, as a NumPy operand would).
 
     >>> quantized_linear_matrix_multiply(np.uint8([[1, 2]]), 1.0, None,
     ...                                  np.int8([[3], [4]]), 1.0, None, 2.0, None)
@@ -439,9 +445,7 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     if a.shape[-1] != b.shape[-2]:
         raise DmlError(f"a, b: a is [..., M, K] with K = {a.shape[-1]} but b has "
                        f"{b.shape[-2]} rows")  # fmt: skip
-    batch = _broadcast_shape(a=np.empty(a.shape[:-2]), b=np.empty(b.shape[:-2]))
     (m, k), n = a.shape[-2:], b.shape[-1]
-    out_shape = (*batch, m, n)
     out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
     quantization = {
         "a_scale": ("row", _scale(a_scale, "a_scale", F32)),
@@ -452,6 +456,8 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
         "output_zero_point": ("output", _zero_point(output_zero_point, "output_zero_point",
                                                     out_dtype)),
     }  # fmt: skip
+    values = {name: value for name, (_, value) in quantization.items()}
+    out_shape = (*_matrix_batch({"a": a, "b": b, **values}), m, n)
     ndim = len(out_shape)
     operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
@@ -463,6 +469,18 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
     _run(QuantizedLinearMatrixMultiply, views, out)
     return out
+
+
+def _matrix_batch(operands: dict[str, np.ndarray | None]) -> tuple[int, ...]:
+    """The result's batch dimensions: NumPy's broadcasting of every operand's dimensions before
+    its last two (as numpy.matmul for a and b, as any NumPy operand for scales and zero points)."""
+    batches = {}
+    for name, operand in operands.items():
+        if operand is not None and operand.ndim > 4:
+            raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes at most 4")
+        if operand is not None and operand.ndim > 2:
+            batches[name] = operand.shape[:-2]
+    return _broadcast_named(batches)
 
 
 def _matrix_quantization(value: np.ndarray | None, name: str, kind: str, m: int, n: int,
