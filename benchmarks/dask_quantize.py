@@ -1,10 +1,10 @@
 """``dmlq quantize`` on a float32 Zarr array of 8 GiB on disk, against Dask alone moving the same bytes.
 
-    python benchmarks/dask_quantize.py [--gib 8] [--dir /tmp] [--chunk-mb 64] [--repeats 2]
+    python benchmarks/dask_quantize.py [--gib 8] [--dir /tmp] [--chunk-mb 64] [--repeats 3] [--out FILE]
 
-Writes a float32 Zarr array of ``--gib`` GiB (uniform in [-100, 100], Zarr's default codec,
-chunks of 1024 x 2048) to a temporary folder under ``--dir``, then alternates two commands, each
-in its own process on Dask's threaded scheduler:
+Writes a float32 Zarr array of ``--gib`` GiB (65536 columns, uniform in [-100, 100], Zarr's
+default codec, chunks of 1024 x 2048) to a temporary folder under ``--dir``, then alternates two
+commands ``--repeats`` times, each in its own process on Dask's threaded scheduler:
 
 * dmlq: ``dmlq quantize IN OUT --scale 0.8 --dtype int8`` (rint(x / 0.8), in range: no clamping);
 * Dask alone: the same Zarr read in the same chunks, ``rint(x / 0.8).astype(int8)`` in plain Dask,
@@ -14,7 +14,8 @@ in its own process on Dask's threaded scheduler:
 For each run: wall time, throughput (input bytes per second) and the process's peak resident
 memory (its VmHWM, polled every 20 ms). The operating system's page cache is left as it is for both.
 A sample of both outputs is checked against :func:`dmlq.quantize_linear`. The folder is deleted
-at the end. Prints a Markdown table.
+at the end. Prints a Markdown report, every run's figures next to the median, ready to paste into
+the README, and writes it to ``--out`` (default: ``benchmarks/results/dask_quantize.md``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dask
@@ -60,8 +62,7 @@ da.store(result, output, lock=False, scheduler="threads")
 
 
 def make_input(path: Path, gib: float) -> zarr.Array:
-    rows = int(gib * 2**30 / 4 / COLUMNS) // ZARR_CHUNKS[0] * ZARR_CHUNKS[0]
-    shape = (rows, COLUMNS)
+    shape = (max(1, round(gib * 2**30 / 4 / COLUMNS)), COLUMNS)
     target = zarr.create_array(store=path, shape=shape, dtype=np.float32, chunks=ZARR_CHUNKS)
     source = da.zeros(shape, dtype=np.float32, chunks=(ZARR_CHUNKS[0] * 4, COLUMNS))
     da.store(source.map_blocks(_uniform, dtype=np.float32), target, lock=False, scheduler="threads")
@@ -93,12 +94,17 @@ def run(command: list[str]) -> tuple[float, int]:
 
 
 def _high_water_mark(pid: int) -> int:
+    return _proc_kib(f"/proc/{pid}/status", "VmHWM") * 1024
+
+
+def _proc_kib(path: str, key: str) -> int:
+    """The ``key:  N kB`` figure of a /proc file, or 0 once the file is gone (a process ended)."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        text = Path(path).read_text()
     except (FileNotFoundError, ProcessLookupError):
         return 0
-    kib = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
-    return int(kib[0]) * 1024 if kib else 0
+    kib = [line.split()[1] for line in text.splitlines() if line.startswith(f"{key}:")]
+    return int(kib[0]) if kib else 0
 
 
 def check_sample(source: zarr.Array, output: Path, name: str) -> None:
@@ -113,16 +119,19 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=8.0, help="input size in GiB (default 8)")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--chunk-mb", type=float, default=64.0)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "dask_quantize.md")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dmlq-dask-bench-", dir=args.dir))
     try:
-        measure(folder, args)
+        text = report(*measure(folder, args), args)
     finally:
         shutil.rmtree(folder)
+    print(f"\n{text}", end="")
+    args.out.write_text(text)
 
 
-DMLQ, DASK_ALONE = "dmlq quantize", "Dask alone (read, rint(x / 0.8) as int8, write)"
+DMLQ, DASK_ALONE = "`dmlq quantize`", "Dask alone (read, `rint(x / 0.8)` as int8, write)"
 
 
 def commands(source: Path, output: Path, chunk_mb: float) -> dict[str, list[str]]:
@@ -134,7 +143,8 @@ def commands(source: Path, output: Path, chunk_mb: float) -> dict[str, list[str]
     }
 
 
-def measure(folder: Path, args: argparse.Namespace) -> None:
+def measure(folder: Path, args: argparse.Namespace) -> tuple[dict[str, list[tuple[float, int]]], int]:
+    """Each contender's runs, (wall seconds, peak resident bytes) in order, and the input's bytes."""
     start = time.perf_counter()
     source = make_input(folder / "x.zarr", args.gib)
     size = source.nbytes
@@ -151,21 +161,38 @@ def measure(folder: Path, args: argparse.Namespace) -> None:
             if repeat == 0:  # both write dmlq.quantize_linear's bytes
                 check_sample(source, output, name)
             shutil.rmtree(output)
-    report(results, size, args)
+    return results, size
 
 
-def report(results: dict[str, list[tuple[float, int]]], size: int, args: argparse.Namespace) -> None:
-    print(f"\n{os.cpu_count()} CPUs; dask {dask.__version__}, zarr {zarr.__version__}, numpy "
-          f"{np.__version__}; --chunk-mb {args.chunk_mb}; median of {args.repeats} runs each\n")  # fmt: skip
-    print("| run | wall time | throughput (input) | peak RSS |")
-    print("|---|---|---|---|")
-    speeds = {}
+def report(results: dict[str, list[tuple[float, int]]], size: int, args: argparse.Namespace) -> str:
+    """The README's Markdown: the setting, a table with every run's figures, the throughput ratio."""
+    lines = [
+        f"Measured on {os.cpu_count()} cores, {_memory_gib()} GiB; dask {dask.__version__}, zarr "
+        f"{zarr.__version__}, numpy {np.__version__}; {size / 2**30:.2f} GiB input, --chunk-mb "
+        f"{args.chunk_mb:g}; {args.repeats} runs of each, alternated; peak RSS is the process's VmHWM:",
+        "",
+        "| run | wall time: median (runs) | throughput (input): median (runs) | peak RSS: max (runs) |",
+        "|---|---|---|---|",
+    ]  # fmt: skip
+    speeds = {name: [size / seconds / 1e9 for seconds, _ in runs] for name, runs in results.items()}
     for name, runs in results.items():
-        seconds = statistics.median(s for s, _ in runs)
-        speeds[name] = size / seconds
-        peak = max(p for _, p in runs)
-        print(f"| {name} | {seconds:.1f} s | {size / seconds / 1e9:.2f} GB/s | {peak / 2**30:.2f} GiB |")
-    print(f"\ndmlq quantize reaches {speeds[DMLQ] / speeds[DASK_ALONE]:.0%} of Dask alone's throughput.")
+        lines.append(f"| {name} | {_figures([s for s, _ in runs], statistics.median, '.1f', ' s')} "
+                     f"| {_figures(speeds[name], statistics.median, '.2f', ' GB/s')} "
+                     f"| {_figures([p / 2**30 for _, p in runs], max, '.2f', ' GiB')} |")  # fmt: skip
+    ratio = statistics.median(speeds[DMLQ]) / statistics.median(speeds[DASK_ALONE])
+    ratios = ", ".join(f"{ours / alone:.0%}" for ours, alone in zip(speeds[DMLQ], speeds[DASK_ALONE]))
+    lines += ["", f"`dmlq quantize` reaches {ratio:.0%} of Dask alone's median throughput "
+              f"({ratios} run by run)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _figures(values: list[float], summary: Callable[[list[float]], float], spec: str, unit: str) -> str:
+    """``summary(values)`` then every value in parentheses, e.g. ``21.5 s (26.8, 21.5, 20.3)``."""
+    return f"{summary(values):{spec}}{unit} ({', '.join(f'{value:{spec}}' for value in values)})"
+
+
+def _memory_gib() -> int:
+    return round(_proc_kib("/proc/meminfo", "MemTotal") / 2**20)
 
 
 if __name__ == "__main__":

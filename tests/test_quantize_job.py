@@ -6,6 +6,8 @@ the other cases call the same ``main`` in this process, which spares Dask's impo
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,7 @@ PER_CHANNEL = ["--scale", ",".join(map(str, SCALES)), f"--zero-point={','.join(m
                "--dtype", "int8", "--axis", "1"]  # fmt: skip
 TINY_CHUNKS = ["--chunk-mb", "0.0002"]  # 200 bytes: several chunks of the small test arrays
 SMALLER_THAN_A_ZARR_CHUNK = 0.001  # 1 KiB, below the 1.5 KiB Zarr chunks of big_chunks
+ROOT = Path(__file__).parents[1]
 
 
 def dmlq_cli(*args: object) -> subprocess.CompletedProcess:
@@ -221,7 +224,29 @@ def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_add
 
 def test_the_dask_extra_asks_for_the_zarr_these_tests_run_on():
     # Only zarr 3 is tested (and the benchmark uses zarr-3-only APIs): the extra must not allow zarr 2.
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extra = [Requirement(line) for line in pyproject["project"]["optional-dependencies"]["dask"]]
     zarr_versions = next(requirement.specifier for requirement in extra if requirement.name == "zarr")
     assert zarr.__version__ in zarr_versions and "2.18.7" not in zarr_versions
+
+
+@pytest.fixture(scope="module")
+def dask_benchmark():
+    spec = importlib.util.spec_from_file_location("dask_quantize", ROOT / "benchmarks" / "dask_quantize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_dask_benchmark_reports_every_run_in_a_table_for_the_readme(dask_benchmark):
+    runs = {dask_benchmark.DASK_ALONE: [(2.0, 2**29), (4.0, 2**29), (3.2, 2**29)],
+            dask_benchmark.DMLQ: [(2.5, 2**29), (2.0, 2**30), (4.0, 2**29)]}  # fmt: skip
+    text = dask_benchmark.report(runs, 8 * 10**9, argparse.Namespace(chunk_mb=64.0, repeats=3))
+    dmlq_row = ("| `dmlq quantize` | 2.5 s (2.5, 2.0, 4.0) | 3.20 GB/s (3.20, 4.00, 2.00) "
+                "| 1.00 GiB (0.50, 1.00, 0.50) |")  # fmt: skip
+    assert dmlq_row in text.splitlines()
+    assert "reaches 128% of Dask alone's median throughput (80%, 200%, 80% run by run)." in text
+
+
+def test_the_dask_benchmark_makes_inputs_smaller_than_a_row_of_zarr_chunks(tmp_path, dask_benchmark):
+    assert dask_benchmark.make_input(tmp_path / "x.zarr", 0.001).shape == (4, dask_benchmark.COLUMNS)
