@@ -51,10 +51,10 @@ import sys
 import dask.array as da
 import numpy as np
 import zarr
+from dmlq.chunked import _block_shape  # the blocks dmlq quantize reads, nothing else of dmlq
 source, target, chunk_bytes, scale = sys.argv[1], sys.argv[2], int(sys.argv[3]), np.float32(sys.argv[4])
 array = zarr.open_array(source, mode="r")
-chunks = da.core.normalize_chunks("auto", array.shape, limit=chunk_bytes, dtype=array.dtype,
-                                  previous_chunks=array.chunks)
+chunks = _block_shape(array.shape, array.dtype.itemsize, chunk_bytes, array.chunks)
 result = da.rint(da.from_zarr(array, chunks=chunks) / scale).astype(np.int8)
 output = zarr.create_array(store=target, shape=array.shape, dtype=np.int8, chunks=array.chunks)
 da.store(result, output, lock=False, scheduler="threads")
