@@ -223,6 +223,19 @@ def test_per_axis_scales_follow_the_data_chunks_without_rechunking_it():
     assert x.name in result.dask.dependencies[result.name]
 
 
+def test_two_data_operands_are_rechunked_to_the_common_refinement_of_their_chunks():
+    a = da.from_array(np.ones((6, 4), np.float32), chunks=((2, 4), (4,)))
+    b = da.from_array(np.ones((6, 4), np.float32), chunks=((3, 3), (1, 3)))
+    assert dd.add(a, b).chunks == ((2, 1, 3), (1, 3))
+    assert dd.add(a, b[:1]).chunks == ((2, 4), (1, 3))  # a broadcast dimension cuts nothing
+    qa, qb = a.astype(np.uint8), b.astype(np.uint8)
+    assert dd.quantized_linear_add(qa, 1.0, None, qb, 1.0, None, 1.0, None).chunks == ((2, 1, 3), (1, 3))
+    batch_a = da.from_array(np.ones((2, 5, 6), np.uint8), chunks=((1, 1), (5,), (2, 4)))
+    batch_b = da.from_array(np.ones((2, 6, 3), np.uint8), chunks=((2,), (3, 3), (3,)))
+    product = dd.quantized_linear_matrix_multiply(batch_a, 1.0, None, batch_b, 1.0, None, 1.0, None)
+    assert product.chunks == ((1, 1), (5,), (3,))
+
+
 def test_data_is_not_computed_to_build_the_graph():
     @dask.delayed
     def unreadable():

@@ -8,8 +8,10 @@ array-likes are wrapped); scales and zero points are small NumPy arrays, scalars
 array there is computed at once). Every argument is checked when the graph is built, with the
 NumPy layer's own rules and messages: the data by dtype and shape, the small operands by value
 too. Each output block is then the NumPy layer's result on the blocks of the data and the
-matching slices of the scales and zero points, which follow the data's chunks: the data is never
-rechunked, except to align two data operands chunked differently (and K in the matrix multiply).
+matching slices of the scales and zero points, which follow the data's chunks. A lone data
+operand keeps its chunks; two data operands chunked differently (``add``, ``quantized_linear_add``,
+and the matrix multiply along K and the batch dimensions) are both rechunked to the common
+refinement of their chunks along each dimension they share.
 
 >>> import dask.array as da
 >>> x = da.from_array(np.float32([[0.5, 1.5, 2.5], [-1.0, 1.0, 4.0]]), chunks=(1, 2))
