@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -213,6 +214,132 @@ def test_matrix_multiply_tiles_like_a_rows_and_b_columns():
     assert result.chunks[-2:] == (a.chunks[-2], b.chunks[-1])
 
 
+# -- scales and zero points with more dimensions than the data ---------------------------------
+
+F5 = np.float32([0.5, -1.5, 2.5, 7.0, np.nan])
+Q4 = np.uint8([0, 9, 128, 255])
+QA, QB = np.uint8([[1, 2, 3], [4, 5, 250]]), np.int8([[1, -1, 7, 0], [2, 3, -128, 5], [-4, 6, 1, 127]])
+
+
+def matmul_args(a=QA, a_scale=0.5, a_zero_point=None, b=QB, b_scale=0.25, b_zero_point=None,
+                output_scale=3.0, output_zero_point=None):  # fmt: skip
+    return [a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point]
+
+
+def qladd_args(a=Q4, a_scale=0.5, a_zero_point=None, b=Q4[::-1], b_scale=0.25, b_zero_point=None,
+               output_scale=0.75, output_zero_point=None):  # fmt: skip
+    return [a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point]
+
+
+HIGHER_DIMENSIONAL = {
+    # case: (function, positional arguments, keyword arguments)
+    "quantize 1-D x, (1, 1) scale": ("quantize_linear", [F5, np.float32([[0.5]]), None], {}),
+    "quantize 2-D x, (1, 1, 1) zero point": (
+        "quantize_linear",
+        [F5.reshape(1, 5) * [[1], [3]], 0.25, np.int8([[[3]]])],
+        {},
+    ),
+    "quantize 0-d x, (1, 1) scale and zero point": (
+        "quantize_linear",
+        [np.float32(2.5), [[0.5]], [[7]]],
+        {"dtype": "int8"},
+    ),
+    "quantize (1, 1, 2, 1) per-row scale": (
+        "quantize_linear",
+        [F5 * np.float32([[1], [-2]]), np.float32([0.5, 4]).reshape(1, 1, 2, 1)],
+        {},
+    ),
+    "quantize empty x, (1, 1) scale": ("quantize_linear", [F5[:0], np.float32([[2]])], {}),
+    "dequantize 1-D q, (1, 1, 1) scale, (1, 1) zero point": (
+        "dequantize_linear",
+        [Q4, np.float32([[[0.5]]]), np.uint8([[128]])],
+        {},
+    ),
+    "dequantize 0-d q, (1, 1) float16 scale": (
+        "dequantize_linear",
+        [np.int16(-300), np.float16([[0.5]])],
+        {},
+    ),
+    "dequantize (1, 1, 4) per-column zero point": (
+        "dequantize_linear",
+        [Q4 * np.uint8([[1], [2]]), 2.0, np.uint8([[[1, 2, 3, 4]]])],
+        {},
+    ),
+    "add 1-D and (1, 1, 1)": ("add", [F5, np.float32([[[1.5]]])], {"fused_activation": "relu"}),
+    "add (1, 1, 5) and 1-D": ("add", [F5.reshape(1, 1, 5), F5[::-1]], {}),
+    "add 0-d and (1, 1) float16": ("add", [np.float16(1), np.float16([[-3]])], {}),
+    "qladd 1-D data, (1, 1) a_scale": ("quantized_linear_add", qladd_args(a_scale=[[1.0]]), {}),
+    "qladd (1, 1, 1) output zero point": (
+        "quantized_linear_add",
+        qladd_args(output_zero_point=np.uint8([[[4]]])),
+        {},
+    ),
+    "qladd 0-d data, (1,) b_scale": (
+        "quantized_linear_add",
+        qladd_args(a=np.uint8(1), b=np.uint8(3), b_scale=np.float32([0.2])),
+        {},
+    ),
+    "qladd every scale and zero point of its own rank": (
+        "quantized_linear_add",
+        qladd_args(
+            a=np.int8([[-128, 5, 0, 127]]),
+            a_scale=[[[0.5]]],
+            a_zero_point=[[[[1]]]],
+            b_scale=np.float32([0.25]),
+            b_zero_point=np.uint8([[2]]),
+            output_scale=[[0.125]],
+            output_zero_point=np.int8([[[-3]]]),
+        ),
+        {},
+    ),
+    "qlmm (1, 1, 1) a_scale": ("quantized_linear_matrix_multiply", matmul_args(a_scale=[[[0.5]]]), {}),
+    "qlmm (1, 1, M, 1) per-row a_scale": (
+        "quantized_linear_matrix_multiply",
+        matmul_args(a_scale=np.float32([0.5, 2]).reshape(1, 1, 2, 1), a_zero_point=np.uint8([[3], [7]])),
+        {},
+    ),
+    "qlmm batch 3 and a 4-D b zero point": (
+        "quantized_linear_matrix_multiply",
+        matmul_args(a=np.stack([QA, QA[::-1], QA * 2]), b_zero_point=np.int8([[[[1]]]])),
+        {},
+    ),
+    "qlmm (1, 1, N) per-column b_scale": (
+        "quantized_linear_matrix_multiply",
+        matmul_args(b_scale=np.float32([[[0.25, 0.5, 1, 2]]]), b_zero_point=np.int8([[-1, 0, 1, 2]])),
+        {},
+    ),
+    "qlmm (1, 1, 1, 1) output zero point, int8": (
+        "quantized_linear_matrix_multiply",
+        matmul_args(output_scale=np.float32([[0.5], [2]]), output_zero_point=np.int8([[[[-5]]]])),
+        {},
+    ),
+    "qlmm K = 0, (1, 1, 1) output zero point": (
+        "quantized_linear_matrix_multiply",
+        matmul_args(a=QA[:, :0], b=QB[:0], output_zero_point=np.uint8([[[9]]])),
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", HIGHER_DIMENSIONAL)
+@pytest.mark.parametrize("seed", range(4))
+def test_scales_and_zero_points_with_more_dimensions_shape_the_result_like_the_numpy_layer(case, seed):
+    name, args, kwargs = HIGHER_DIMENSIONAL[case]
+    expected = getattr(dmlq, name)(*args, **kwargs)
+    assert expected.ndim > min(np.ndim(args[i]) for i in DATA[name])  # more than some data operand
+    rng = np.random.default_rng(seed)
+    result = getattr(dd, name)(*lazy_arguments(rng, name, args), **kwargs)
+    assert (result.shape, result.dtype) == (expected.shape, expected.dtype)
+    # Every block is what the graph declares, so that the blocks assemble into the result.
+    blocks = dask.compute(*result.to_delayed().ravel(), scheduler="threads")
+    assert [(block.shape, block.dtype) for block in blocks] == [
+        (shape, expected.dtype) for shape in itertools.product(*result.chunks)
+    ]
+    computed = result.compute(scheduler="threads")
+    assert (computed.shape, computed.dtype) == (expected.shape, expected.dtype)
+    assert computed.tobytes() == expected.tobytes()
+
+
 # -- chunks, laziness, eager checks --------------------------------------------------------------
 
 
@@ -236,15 +363,31 @@ def test_two_data_operands_are_rechunked_to_the_common_refinement_of_their_chunk
     assert product.chunks == ((1, 1), (5,), (3,))
 
 
-def test_data_is_not_computed_to_build_the_graph():
+BUILDS = {
+    "quantize per-row": lambda x: dd.quantize_linear(x, [[1.0], [2.0], [3.0], [4.0]]),
+    "quantize (1, 1, 1) scale": lambda x: dd.quantize_linear(x, [[[1.0]]], np.uint8([[[[2]]]])),
+    "dequantize (1, 1, 1) scale": lambda x: dd.dequantize_linear(x.astype(np.uint8), [[[1.0]]]),
+    "add (1, 1, 1, 1)": lambda x: dd.add(x, np.float32([[[[1.0]]]])),
+    "qladd (1, 1, 1) scale": lambda x: dd.quantized_linear_add(
+        x.astype(np.uint8), [[[0.5]]], None, x.astype(np.uint8), 1.0, [[2]], 1.0, None
+    ),
+    "qlmm (1, 1, 1) scale": lambda x: dd.quantized_linear_matrix_multiply(
+        x.astype(np.uint8), 1.0, None, x.astype(np.int8), [[[0.5]]], None, 2.0, None
+    ),
+}
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_data_is_not_computed_to_build_the_graph(build):
     @dask.delayed
     def unreadable():
         raise RuntimeError("the data was read")
 
     x = da.from_delayed(unreadable(), shape=(4, 4), dtype=np.float32)
-    result = dd.quantize_linear(x, [[1.0], [2.0], [3.0], [4.0]])
+    result = BUILDS[build](x)
+    assert result.ndim >= 2
     with pytest.raises(RuntimeError, match="the data was read"):
-        result.compute()
+        result.compute(scheduler="threads")
 
 
 F, U, A, B = np.float32([1, 2]), np.uint8([1]), np.uint8([[1, 2]]), np.uint8([[1], [2]])
@@ -269,6 +412,42 @@ ERRORS = [
     ("quantized_linear_matrix_multiply", [A, np.float32([[1, 2]]), None, B, 1.0, None, 1.0, None], {}),
     ("quantized_linear_matrix_multiply", [A, 1.0, None, B, 1.0, None, 0.0, None], {}),
     ("quantized_linear_matrix_multiply", [A, 1.0, None, B, 1.0, None, 1.0, np.int8(0)], {"dtype": "uint8"}),
+    # scales and zero points take part in the result's shape
+    ("quantize_linear", [F, [[0.5]], np.uint8([1, 2, 3])], {}),
+    ("quantize_linear", [F, np.ones((1,) * 9, np.float32)], {}),
+    ("dequantize_linear", [U, np.ones((1,) * 9, np.float32)], {}),
+    ("quantized_linear_add", [U, np.ones((1,) * 9, np.float32), None, U, 1.0, None, 1.0, None], {}),
+    ("quantized_linear_add", [F.astype(np.uint8), [[1.0]], None, Q4, 1.0, None, 1.0, [[[2]]]], {}),
+    ("quantized_linear_add", [U, 1.0, None, U, 1.0, np.uint8([[1, 2]]), 1.0, None], {}),
+    (
+        "quantized_linear_matrix_multiply",
+        [A, np.ones((1,) * 5, np.float32), None, B, 1.0, None, 1.0, None],
+        {},
+    ),
+    (
+        "quantized_linear_matrix_multiply",
+        [A, 1.0, None, B, 1.0, None, 1.0, np.zeros((1, 1, 1, 2, 1), np.uint8)],
+        {},
+    ),
+    (
+        "quantized_linear_matrix_multiply",
+        [A, np.ones((2, 1, 1), np.float32), None, B, 1.0, None, 1.0, None],
+        {},
+    ),
+    (
+        "quantized_linear_matrix_multiply",
+        [
+            np.zeros((2, 1, 2), np.uint8),
+            np.ones((1, 1, 1), np.float32),
+            None,
+            np.zeros((3, 2, 1), np.uint8),
+            1.0,
+            None,
+            1.0,
+            None,
+        ],
+        {},
+    ),
 ]
 
 

@@ -7,7 +7,10 @@ result is never written in place). The data operands are Dask arrays (NumPy arra
 array-likes are wrapped); scales and zero points are small NumPy arrays, scalars or lists (a Dask
 array there is computed at once). Every argument is checked when the graph is built, with the
 NumPy layer's own rules and messages: the data by dtype and shape, the small operands by value
-too. Each output block is then the NumPy layer's result on the blocks of the data and the
+too. The result's shape is the NumPy layer's: the broadcast of every operand, scales and zero
+points included, so a ``(1, 1)`` scale makes a 1-D result 2-D (and the matrix multiply's scales
+and zero points join its batch dimensions); a dimension that only small operands have is one
+chunk. Each output block is then the NumPy layer's result on the blocks of the data and the
 matching slices of the scales and zero points, which follow the data's chunks. A lone data
 operand keeps its chunks; two data operands chunked differently (``add``, ``quantized_linear_add``,
 and the matrix multiply along K and the batch dimensions) are both rechunked to the common
@@ -46,6 +49,7 @@ from .numpy_api import (
     _byte_operand,
     _float_operand_dtype,
     _is_numpy,
+    _matrix_batch,
     _matrix_quantization,
     _operand,
     _output_dtype,
@@ -99,10 +103,15 @@ def _call_by_name(*blocks: np.ndarray, function: Callable[..., np.ndarray],
 def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object],
                 dtype: np.dtype) -> da.Array:  # fmt: skip
     """``function(**operands)`` block by block, the operands broadcast like NumPy's (aligned on
-    their last dimension) and their chunks aligned; None operands are passed as None."""
+    their last dimension) and their chunks aligned; None operands are passed as None.
+
+    The one place where a result's dimensions are decided: those of the NumPy broadcast of every
+    operand, scales and zero points included, as in the NumPy layer. Shapes that do not broadcast
+    raise its DmlError, naming the operands by their keys here (the NumPy layer's names).
+    """
     present = {name: _lazy(value) for name, value in operands.items() if value is not None}
     absent = {name: None for name, value in operands.items() if value is None}
-    ndim = max(array.ndim for array in present.values())
+    ndim = len(_broadcast_shape(**present))
     indices = [tuple(range(array.ndim))[::-1] for array in present.values()]
     return da.blockwise(
         _call_by_name, tuple(range(ndim))[::-1], *_interleaved(list(present.values()), indices),
@@ -126,7 +135,6 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
-    _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
     function = partial(numpy_api.quantize_linear, dtype=out_dtype)
     return _map_blocks(function, {"x": x, "scale": scale, "zero_point": zero_point}, out_dtype)
 
@@ -144,7 +152,6 @@ def dequantize_linear(q, scale, zero_point=None) -> da.Array:
     q = _data(q, "q", _operand, DEQUANTIZE_INPUT_TYPES, python_dtype)
     scale = _scale(scale, "scale", F16 if _as_array(scale, "scale").dtype == F16 else F32)
     zero_point = _zero_point(zero_point, "zero_point", q.dtype)
-    _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
     operands = {"q": q, "scale": scale, "zero_point": zero_point}
     return _map_blocks(numpy_api.dequantize_linear, operands, scale.dtype)
 
@@ -160,14 +167,14 @@ def add(a, b, *, fused_activation=None) -> da.Array:
     b = _data(b, "b", _operand, (F32, F16), _float_operand_dtype(b, _stand_in(a)), F32)
     # The NumPy layer's remaining rules (one dtype, a known activation) on empty stand-ins.
     numpy_api.add(_stand_in(a), _stand_in(b), fused_activation=fused_activation)
-    _broadcast_shape(a=a, b=b)
     function = partial(numpy_api.add, fused_activation=fused_activation)
     return _map_blocks(function, {"a": a, "b": b}, a.dtype)
 
 
 def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                          output_scale, output_zero_point, *, dtype=None) -> da.Array:  # fmt: skip
-    """Lazy :func:`dmlq.quantized_linear_add` (per-tensor scales and zero points).
+    """Lazy :func:`dmlq.quantized_linear_add` (per-tensor scales and zero points, which broadcast
+    into the result's shape like NumPy operands).
 
     >>> import dask.array as da
     >>> a = da.from_array(np.uint8([10, 20]), chunks=1)
@@ -180,11 +187,22 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     small = {name: _small(value) for name, value in small.items()}
     a = _data(a, "a", _byte_operand, small["a_zero_point"])
     b = _data(b, "b", _byte_operand, small["b_zero_point"])
-    # Per-tensor values: the NumPy layer checks them all on empty stand-ins of a and b.
-    out_dtype = numpy_api.quantized_linear_add(_stand_in(a), b=_stand_in(b), dtype=dtype, **small).dtype
-    _broadcast_shape(a=a, b=b)
-    function = partial(numpy_api.quantized_linear_add, dtype=out_dtype, **small)
-    return _map_blocks(function, {"a": a, "b": b}, out_dtype)
+    # The NumPy layer's checks in its order; the scales and zero points, converted to its dtypes,
+    # are operands of every block, so that their dimensions are the result's too.
+    out_dtype = _output_dtype(small["output_zero_point"], dtype, a.dtype, "output_zero_point")
+    quantization = {
+        "a_scale": _scale(small["a_scale"], "a_scale", F32),
+        "a_zero_point": _zero_point(small["a_zero_point"], "a_zero_point", a.dtype),
+        "b_scale": _scale(small["b_scale"], "b_scale", F32),
+        "b_zero_point": _zero_point(small["b_zero_point"], "b_zero_point", b.dtype),
+        "output_scale": _scale(small["output_scale"], "output_scale", F32),
+        "output_zero_point": _zero_point(small["output_zero_point"], "output_zero_point", out_dtype),
+    }
+    for name, value in quantization.items():
+        if value is not None and value.size != 1:
+            raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
+    function = partial(numpy_api.quantized_linear_add, dtype=out_dtype)
+    return _map_blocks(function, {"a": a, "b": b, **quantization}, out_dtype)
 
 
 # -- the matrix multiply -----------------------------------------------------------------------
@@ -216,8 +234,7 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     if a.shape[-1] != b.shape[-2]:
         raise DmlError(f"a, b: a is [..., M, K] with K = {a.shape[-1]} but b has "
                        f"{b.shape[-2]} rows")  # fmt: skip
-    batch = _broadcast_shape(a=_shaped(a.shape[:-2]), b=_shaped(b.shape[:-2]))
-    m, n, ndim = a.shape[-2], b.shape[-1], len(batch) + 2
+    m, n = a.shape[-2], b.shape[-1]
     out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
     quantization = {
         "a_scale": ("row", _scale(a_scale, "a_scale", F32)),
@@ -228,16 +245,20 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
         "output_zero_point": ("output", _zero_point(output_zero_point, "output_zero_point",
                                                     out_dtype)),
     }  # fmt: skip
-    operands = {name: matrix_operand(_matrix_quantization(value, name, kind, m, n, ndim))
+    # The NumPy layer's batch: a's and b's broadcast with the leading dimensions of every scale
+    # and zero point (all ones, or refused). The requantized scales and the output zero point
+    # are {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensors of the result's dimension count, so
+    # that _map_blocks gives the result those leading dimensions too.
+    values = {name: value for name, (_, value) in quantization.items()}
+    ndim = len(_matrix_batch({"a": a, "b": b, **values})) + 2
+    operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
-    accumulated = _exact_product(a, operands.pop("a_zero_point"), b, operands.pop("b_zero_point"))
+    a_zero_point, b_zero_point = (
+        matrix_operand(operands.pop(name)) for name in ("a_zero_point", "b_zero_point")
+    )
+    accumulated = _exact_product(a, a_zero_point, b, b_zero_point)
     function = partial(requantize, output_dtype=out_dtype)
     return _map_blocks(function, {"accumulated": accumulated, **operands}, out_dtype)
-
-
-def _shaped(shape: tuple[int, ...]) -> np.ndarray:
-    """An array of ``shape`` that occupies no memory, for shape checks."""
-    return np.broadcast_to(np.empty((), np.uint8), shape)
 
 
 def _exact_product(a: da.Array, a_zero_point: np.ndarray | None, b: da.Array,
