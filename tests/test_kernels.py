@@ -428,6 +428,45 @@ def test_matmul_long_k_with_the_largest_products(level, a_type, a_value, a_zero,
     ).all()  # exact, unsaturated
 
 
+def test_matmul_long_k_random(level):
+    """K beyond one int32 chunk (32 768) with random operands: every chunk lands on its own k."""
+    rng = np.random.default_rng(11)
+    m, k, n = 35, 33_000, 37
+    views = {
+        "a": integers(rng, U8, (m, k)),
+        "a_scale": rng.uniform(0.5, 2.0, (m, 1)).astype(F32),
+        "a_zero_point": np.full((m, 1), 128, U8),
+        "b": integers(rng, I8, (k, n)),
+        "b_scale": rng.uniform(0.5, 2.0, (1, n)).astype(F32),
+        "b_zero_point": rng.integers(-1, 2, (1, n)).astype(I8),
+        "output_scale": rng.uniform(30_000.0, 60_000.0, (m, 1)).astype(F32),
+        "output_zero_point": np.full((m, 1), 128, U8),
+    }
+    got = check_matmul(views, U8)
+    assert 0.9 < np.mean((got > 0) & (got < 255))
+
+
+@pytest.mark.parametrize("reciprocal", [False, True])
+def test_matmul_exact_and_near_ties(level, reciprocal):
+    """Output scales at and next to 2: every odd sum is a tie or a hair away from one."""
+    rng = np.random.default_rng(12)
+    m, k, n = 40, 70, 50
+    a, b = integers(rng, U8, (m, k)), integers(rng, I8, (k, n))
+    two = np.float32(2.0)
+    for out_scale in (two, np.nextafter(two, F32(0)), np.nextafter(two, F32(4)), F32(2.0**-3), F32(3.0)):
+        views = {
+            "a": a,
+            "a_scale": F32([[1.0]]),
+            "a_zero_point": U8([[128]]),
+            "b": b,
+            "b_scale": F32([[2.0**-8]]),
+            "b_zero_point": None,
+            "output_scale": F32([[out_scale]]),
+            "output_zero_point": U8([[100]]),
+        }
+        check_matmul(views, U8, reciprocal)
+
+
 def test_matmul_nonfinite_scales_and_ties(level):
     a, b = np.arange(12, dtype=U8).reshape(3, 4), np.arange(-4, 4, dtype=I8).reshape(4, 2)
     for out_scale in (np.inf, np.nan, -0.0, 2.0, -3.0, 1e-40):

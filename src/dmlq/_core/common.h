@@ -31,6 +31,7 @@
 #define DMLQ_AVX2_FEATURES "avx2,f16c"
 #define DMLQ_AVX512_FEATURES "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c"
 #define DMLQ_VNNI_FEATURES DMLQ_AVX512_FEATURES ",avx512vnni"
+#define DMLQ_AMX_FEATURES DMLQ_VNNI_FEATURES ",amx-tile,amx-int8"
 
 #define DMLQ_MAX_DIMS 8
 
@@ -41,9 +42,10 @@ typedef enum {
 } dmlq_type;
 
 /* CPU levels, in increasing order; each includes the ones below. */
-enum { DMLQ_PORTABLE = 0, DMLQ_LEVEL_AVX2 = 1, DMLQ_LEVEL_AVX512 = 2, DMLQ_LEVEL_VNNI = 3 };
+enum { DMLQ_PORTABLE = 0, DMLQ_LEVEL_AVX2 = 1, DMLQ_LEVEL_AVX512 = 2, DMLQ_LEVEL_VNNI = 3, DMLQ_LEVEL_AMX = 4 };
 
 int dmlq_detected_level(void);
+int dmlq_gemm_amx_compiled(void);       /* whether the compiler built the AMX kernel */
 int dmlq_level(void);                    /* the level in use (detected, or lowered for tests) */
 int dmlq_set_level(int level);           /* 0 on success, -1 if above the detected level */
 

@@ -34,11 +34,11 @@ static ptrdiff_t min_size(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
 
 /* ---- packing ------------------------------------------------------------------------------------ */
 
-/* rows x k bytes of A (element (0, 0) at a) into one panel of MR rows lda bytes apart, flipped by
+/* rows x k bytes of A (element (0, 0) at a) into one panel of `mr` rows lda bytes apart, flipped by
  * xor, zero beyond k and below the last row. */
-static void pack_a_panel(uint8_t *dst, ptrdiff_t lda, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
-                         ptrdiff_t a_col, uint8_t flip) {
-    for (ptrdiff_t m = 0; m < GEMM_MR; m++) {
+static void pack_a_panel(uint8_t *dst, ptrdiff_t lda, int mr, const char *a, ptrdiff_t rows, ptrdiff_t k,
+                         ptrdiff_t a_row, ptrdiff_t a_col, uint8_t flip) {
+    for (ptrdiff_t m = 0; m < mr; m++) {
         uint8_t *out = dst + m * lda;
         const uint8_t *row = (const uint8_t *)a + m * a_row;
         ptrdiff_t kk = 0;
@@ -66,20 +66,21 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
 }
 #endif
 
-/* k x columns bytes of B (element (0, 0) at b) into one panel [group][NR][4], flipped by xor. */
-static void pack_b_panel(uint8_t *dst, const char *b, ptrdiff_t columns, ptrdiff_t k, ptrdiff_t groups,
+/* k x columns bytes of B (element (0, 0) at b) into one panel [group][nr][4] of `groups` groups,
+ * flipped by xor. */
+static void pack_b_panel(uint8_t *dst, int nr, const char *b, ptrdiff_t columns, ptrdiff_t k, ptrdiff_t groups,
                          ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
-    if (columns < GEMM_NR || k % 4) memset(dst, 0, (size_t)(groups * GEMM_NR * 4));
+    if (columns < nr || groups * 4 != k) memset(dst, 0, (size_t)(groups * nr * 4));
     const uint8_t *base = (const uint8_t *)b;
     ptrdiff_t full_groups = 0;
 #if DMLQ_X86
-    if (b_col == 1 && columns == GEMM_NR) {
+    if (b_col == 1 && columns == nr && nr % 16 == 0) {
         const __m128i flip16 = _mm_set1_epi8((char)flip);
         full_groups = k / 4;
         for (ptrdiff_t g = 0; g < full_groups; g++) {
             const uint8_t *rows[4];
             for (int t = 0; t < 4; t++) rows[t] = base + (4 * g + t) * b_row;
-            for (ptrdiff_t n = 0; n < GEMM_NR; n += 16) interleave_16_columns(dst + (g * GEMM_NR + n) * 4, rows, n, flip16);
+            for (ptrdiff_t n = 0; n < nr; n += 16) interleave_16_columns(dst + (g * nr + n) * 4, rows, n, flip16);
         }
     }
 #endif
@@ -92,10 +93,10 @@ static void pack_b_panel(uint8_t *dst, const char *b, ptrdiff_t columns, ptrdiff
                 uint32_t word;
                 memcpy(&word, column + kk, 4);
                 word ^= flip4;
-                memcpy(dst + ((kk / 4) * GEMM_NR + n) * 4, &word, 4);
+                memcpy(dst + ((kk / 4) * nr + n) * 4, &word, 4);
             }
         }
-        for (; kk < k; kk++) dst[((kk / 4) * GEMM_NR + n) * 4 + kk % 4] = column[kk * b_row] ^ flip;
+        for (; kk < k; kk++) dst[((kk / 4) * nr + n) * 4 + kk % 4] = column[kk * b_row] ^ flip;
     }
 }
 
@@ -109,18 +110,18 @@ static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdi
                 for (int t = 0; t < 4; t++) tile[m * GEMM_NR + n] += (int32_t)a[m * lda + t] * b[n * 4 + t];
 }
 
-void dmlq_gemm_row_sums_portable(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int32_t *sums) {
-    for (int m = 0; m < GEMM_MR; m++) {
+void dmlq_gemm_row_sums_portable(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums) {
+    for (int m = 0; m < rows; m++) {
         int32_t sum = 0;
         for (ptrdiff_t kk = 0; kk < k; kk++) sum += a[m * lda + kk];
         sums[m] = sum;
     }
 }
 
-void dmlq_gemm_column_sums_portable(const int8_t *b, ptrdiff_t groups, int32_t *sums) {
-    for (int n = 0; n < GEMM_NR; n++) sums[n] = 0;
-    for (ptrdiff_t g = 0; g < groups; g++, b += GEMM_NR * 4)
-        for (int n = 0; n < GEMM_NR; n++) sums[n] += b[n * 4] + b[n * 4 + 1] + b[n * 4 + 2] + b[n * 4 + 3];
+void dmlq_gemm_column_sums_portable(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums) {
+    for (int n = 0; n < columns; n++) sums[n] = 0;
+    for (ptrdiff_t g = 0; g < groups; g++, b += columns * 4)
+        for (int n = 0; n < columns; n++) sums[n] += b[n * 4] + b[n * 4 + 1] + b[n * 4 + 2] + b[n * 4 + 3];
 }
 
 /* The correction in 64 bits, valid for any K below 2**23. */
@@ -135,7 +136,7 @@ static void store_requantized(const int64_t *dots, const gemm_tile *tile, const 
         const ptrdiff_t m = tile->m0 + i;
         for (ptrdiff_t j = 0; j < tile->columns; j++) {
             const ptrdiff_t n = tile->n0 + j;
-            const int64_t acc = corrected(dots[i * GEMM_NR + j], tile, q, m, n);
+            const int64_t acc = corrected(dots[i * tile->dot_stride + j], tile, q, m, n);
             *(uint8_t *)(tile->out + i * tile->out_row + j * tile->out_col) =
                 dmlq_requantize_one(acc, q->a_scale[m], q->b_scale[n], q->out_divisor[m], q->reciprocal,
                                     q->out_zero_point[m], q->lo, q->hi);
@@ -144,13 +145,22 @@ static void store_requantized(const int64_t *dots, const gemm_tile *tile, const 
 }
 
 void dmlq_gemm_requantize_portable(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q) {
-    int64_t wide[GEMM_MR * GEMM_NR];
-    for (int i = 0; i < GEMM_MR * GEMM_NR; i++) wide[i] = dot[i];
+    int64_t wide[GEMM_MAX_TILE];
+    for (ptrdiff_t i = 0; i < tile->rows * tile->dot_stride; i++) wide[i] = dot[i];
     store_requantized(wide, tile, q);
 }
 
-const gemm_kernels dmlq_gemm_portable = {dot_portable, dmlq_gemm_requantize_portable, dmlq_gemm_row_sums_portable,
-                                         dmlq_gemm_column_sums_portable};
+const gemm_kernels dmlq_gemm_portable = {GEMM_MR,
+                                         GEMM_NR,
+                                         1,
+                                         4,
+                                         dot_portable,
+                                         dmlq_gemm_requantize_portable,
+                                         NULL,
+                                         dmlq_gemm_row_sums_portable,
+                                         dmlq_gemm_column_sums_portable,
+                                         NULL,
+                                         NULL};
 
 /* ---- driver --------------------------------------------------------------------------------------- */
 
@@ -177,9 +187,10 @@ typedef struct {
 static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t panel,
                               ptrdiff_t *lda) {
     const dmlq_gemm_problem *p = c->p;
-    if (c->a_in_place && (panel + 1) * GEMM_MR <= p->m) {
+    const int mr = c->kernels->mr;
+    if (c->a_in_place && (panel + 1) * mr <= p->m) {
         *lda = p->a_row;
-        return (const uint8_t *)p->a + p->a_offsets[batch] + panel * GEMM_MR * p->a_row;
+        return (const uint8_t *)p->a + p->a_offsets[batch] + panel * mr * p->a_row;
     }
     *lda = c->groups * 4;
     return pk->a + panel * c->a_panel_bytes;
@@ -188,50 +199,59 @@ static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, 
 static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const char *a = p->a + p->a_offsets[batch];
+    const int mr = c->kernels->mr;
     for (ptrdiff_t panel = first; panel < end; panel++) {
-        const ptrdiff_t m0 = panel * GEMM_MR;
+        const ptrdiff_t m0 = panel * mr;
         ptrdiff_t lda;
         const uint8_t *rows = a_panel(c, pk, batch, panel, &lda);
         uint8_t *copy = pk->a + panel * c->a_panel_bytes;
+        const uint8_t flip = p->a_signed ? 0x80 : 0;
+        if (c->kernels->pack_a) {
+            c->kernels->pack_a(copy, a + m0 * p->a_row, min_size(mr, p->m - m0), p->k, c->groups, p->a_row, p->a_col,
+                               flip, pk->row_sums + m0);
+            continue;
+        }
         if (rows == copy)
-            pack_a_panel(copy, lda, a + m0 * p->a_row, min_size(GEMM_MR, p->m - m0), p->k, p->a_row, p->a_col,
-                         p->a_signed ? 0x80 : 0);
-        c->kernels->row_sums(rows, lda, p->k, pk->row_sums + m0);
+            pack_a_panel(copy, lda, mr, a + m0 * p->a_row, min_size(mr, p->m - m0), p->k, p->a_row, p->a_col, flip);
+        c->kernels->row_sums(rows, lda, p->k, mr, pk->row_sums + m0);
     }
 }
 
 static void pack_b_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const char *b = p->b + p->b_offsets[batch];
+    const int nr = c->kernels->nr;
     for (ptrdiff_t panel = first; panel < end; panel++) {
-        const ptrdiff_t n0 = panel * GEMM_NR;
+        const ptrdiff_t n0 = panel * nr;
         int8_t *dst = pk->b + panel * c->b_panel_bytes;
-        pack_b_panel((uint8_t *)dst, b + n0 * p->b_col, min_size(GEMM_NR, p->n - n0), p->k, c->groups, p->b_row,
+        pack_b_panel((uint8_t *)dst, nr, b + n0 * p->b_col, min_size(nr, p->n - n0), p->k, c->groups, p->b_row,
                      p->b_col, p->b_signed ? 0 : 0x80);
-        c->kernels->column_sums(dst, c->groups, pk->column_sums + n0);
+        c->kernels->column_sums(dst, c->groups, nr, pk->column_sums + n0);
     }
 }
 
 static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m_panel,
                          ptrdiff_t n_panel) {
     const dmlq_gemm_problem *p = c->p;
-    const ptrdiff_t m0 = m_panel * GEMM_MR, n0 = n_panel * GEMM_NR;
-    const gemm_tile tile = {m0, n0, min_size(GEMM_MR, p->m - m0), min_size(GEMM_NR, p->n - n0),
+    const int mr = c->kernels->mr, nr = c->kernels->nr;
+    const ptrdiff_t m0 = m_panel * mr, n0 = n_panel * nr;
+    const gemm_tile tile = {m0, n0, min_size(mr, p->m - m0), min_size(nr, p->n - n0), nr,
                             p->out + p->out_offsets[batch] + m0 * p->out_row + n0 * p->out_col,
                             p->out_row, p->out_col, pk->row_sums, pk->column_sums};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
     const int8_t *b = pk->b + n_panel * c->b_panel_bytes;
-    _Alignas(64) int32_t dots[GEMM_MR * GEMM_NR];
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->groups <= GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a, lda, b, c->groups, dots);
         c->kernels->requantize(dots, &tile, &c->q);
         return;
     }
-    int64_t sums[GEMM_MR * GEMM_NR] = {0};
+    int64_t sums[GEMM_MAX_TILE] = {0};
     for (ptrdiff_t g = 0; g < c->groups; g += GEMM_CHUNK_GROUPS) {
-        c->kernels->dot(a + g * 4, lda, b + g * GEMM_NR * 4, min_size(GEMM_CHUNK_GROUPS, c->groups - g), dots);
-        for (int i = 0; i < GEMM_MR * GEMM_NR; i++) sums[i] += dots[i];
+        c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, c->groups - g),
+                        dots);
+        for (int i = 0; i < mr * nr; i++) sums[i] += dots[i];
     }
     store_requantized(sums, &tile, &c->q);
 }
@@ -345,92 +365,151 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
 
 static void run_task(void *context, int thread, int threads) {
     const gemm_context *c = context;
-    (void)threads;
+    if (c->kernels->begin) c->kernels->begin();
     if (c->per_thread_batches)
         run_batches_per_thread(c, thread);
     else
         run_batches_together(c, thread, threads);
+    if (c->kernels->end) c->kernels->end();
 }
 
 static const gemm_kernels *kernels_for_level(void) {
 #if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AMX) return &dmlq_gemm_amx;
     if (dmlq_level() >= DMLQ_LEVEL_VNNI) return &dmlq_gemm_vnni;
     if (dmlq_level() >= DMLQ_LEVEL_AVX2) return &dmlq_gemm_avx2;
 #endif
     return &dmlq_gemm_portable;
 }
 
-/* The per-row and per-column vectors, padded with zeros to whole panels. */
-static void fill_quantization(gemm_context *c, double *doubles, int32_t *zeros) {
+static int estimable(double factor) { return fabs(factor) >= 0x1p-60 && fabs(factor) <= 0x1p60; }
+
+/* The per-row and per-column vectors, padded with zeros (and factors of 1) to whole panels. */
+static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
     const dmlq_gemm_problem *p = c->p;
-    const ptrdiff_t rows = c->m_panels * GEMM_MR, columns = c->n_panels * GEMM_NR;
-    double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *factor = zero_point + rows;
-    double *b_scale = factor + rows;
+    const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
+    double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *b_scale = zero_point + rows;
+    float *row_factor = floats, *zero_point_f = row_factor + rows, *column_factor = zero_point_f + rows;
     int32_t *a_zero = zeros, *b_zero = zeros + rows;
-    int nan_possible = 0;
+    int nan_possible = 0, estimate = 1;
     for (ptrdiff_t m = 0; m < rows; m++) {
         const int real = m < p->m;
         a_scale[m] = real ? (double)p->a_scale[m] : 0.0;
         divisor[m] = !real ? 1.0 : p->reciprocal ? (double)(1.0f / p->out_scale[m]) : (double)p->out_scale[m];
-        factor[m] = a_scale[m] * (1.0 / divisor[m]);
+        const double factor = !real ? 1.0 : a_scale[m] * (p->reciprocal ? divisor[m] : 1.0 / divisor[m]);
+        row_factor[m] = (float)factor;
         zero_point[m] = real ? (double)p->out_zero_point[m] : 0.0;
+        zero_point_f[m] = (float)zero_point[m];
         a_zero[m] = real ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
         nan_possible |= !isfinite(a_scale[m]) || !isfinite(divisor[m]) || divisor[m] == 0.0 || !isfinite(1.0 / divisor[m]);
+        estimate &= estimable(factor);
     }
     for (ptrdiff_t n = 0; n < columns; n++) {
         const int real = n < p->n;
         b_scale[n] = real ? (double)p->b_scale[n] : 0.0;
+        column_factor[n] = real ? p->b_scale[n] : 1.0f;
         b_zero[n] = real ? p->b_zero_point[n] - (p->b_signed ? 0 : 128) : 0;
         nan_possible |= !isfinite(b_scale[n]);
+        estimate &= estimable(column_factor[n]);
     }
-    c->q = (gemm_quantization){p->k, a_scale, b_scale, divisor, zero_point, factor, a_zero, b_zero, p->reciprocal,
-                               nan_possible, p->out_signed ? -128.0 : 0.0, p->out_signed ? 127.0 : 255.0};
+    c->q = (gemm_quantization){p->k,          a_scale,       b_scale,      divisor,      zero_point,
+                               a_zero,        b_zero,        row_factor,   column_factor, zero_point_f,
+                               p->reciprocal, nan_possible,  estimate && !nan_possible,
+                               p->out_signed ? -128.0 : 0.0, p->out_signed ? 127.0 : 255.0};
 }
 
-static int allocate_packed(packed_operands *pk, const gemm_context *c) {
-    pk->a = allocate((size_t)(c->m_panels * c->a_panel_bytes));
-    pk->b = allocate((size_t)(c->n_panels * c->b_panel_bytes));
-    pk->row_sums = allocate(sizeof(int32_t) * (size_t)(c->m_panels * GEMM_MR));
-    pk->column_sums = allocate(sizeof(int32_t) * (size_t)(c->n_panels * GEMM_NR));
-    pk->a_offset = pk->b_offset = -1;
-    return pk->a && pk->b && pk->row_sums && pk->column_sums ? 0 : -1;
+/* A workspace being laid out: pieces of whole cache lines from `base` on (NULL: only measuring). */
+typedef struct {
+    char *base;
+    size_t used;
+} layout;
+
+static void *carve(layout *l, size_t bytes) {
+    void *piece = l->base ? l->base + l->used : NULL;
+    l->used += (bytes + 63) / 64 * 64;
+    return piece;
 }
 
-static void release_packed(packed_operands *pk) {
-    release(pk->a);
-    release(pk->b);
-    release(pk->row_sums);
-    release(pk->column_sums);
+/* The workspace's pieces: the quantization vectors, then each thread's packed operands. */
+static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, int buffers, double **doubles,
+                    float **floats, int32_t **zeros) {
+    const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
+    *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
+    *floats = carve(l, sizeof(float) * (size_t)(2 * rows + columns));
+    *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
+    for (int i = 0; i < buffers; i++) {
+        packed_operands *pk = &packed[i];
+        pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
+        pk->b = carve(l, (size_t)(c->n_panels * c->b_panel_bytes));
+        pk->row_sums = carve(l, sizeof(int32_t) * (size_t)rows);
+        pk->column_sums = carve(l, sizeof(int32_t) * (size_t)columns);
+        pk->a_offset = pk->b_offset = -1;
+    }
+}
+
+/* The packing buffers of the last multiply are kept for the next one (up to WORKSPACE_MAX_BYTES):
+ * fresh pages cost a fault each, as much time as packing them. One caller at a time uses them. */
+enum { WORKSPACE_MAX_BYTES = 64 << 20 };
+static struct {
+    char *memory;
+    size_t bytes;
+    int busy;
+} workspace;
+
+static char *workspace_take(size_t bytes, int *kept) {
+    *kept = 0;
+    if (__atomic_exchange_n(&workspace.busy, 1, __ATOMIC_ACQUIRE)) return allocate(bytes);
+    if (workspace.bytes < bytes) {
+        release(workspace.memory);
+        workspace.memory = bytes <= WORKSPACE_MAX_BYTES ? allocate(bytes) : NULL;
+        workspace.bytes = workspace.memory ? bytes : 0;
+    }
+    if (workspace.memory) {
+        *kept = 1;
+        return workspace.memory;
+    }
+    __atomic_store_n(&workspace.busy, 0, __ATOMIC_RELEASE);
+    return allocate(bytes);
+}
+
+static void workspace_give(char *memory, int kept) {
+    if (kept)
+        __atomic_store_n(&workspace.busy, 0, __ATOMIC_RELEASE);
+    else
+        release(memory);
 }
 
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = kernels_for_level()};
-    c.groups = (p->k + 3) / 4;
-    c.m_panels = (p->m + GEMM_MR - 1) / GEMM_MR;
-    c.n_panels = (p->n + GEMM_NR - 1) / GEMM_NR;
-    c.a_panel_bytes = c.groups * GEMM_MR * 4;
-    c.a_in_place = !p->a_signed && p->a_col == 1 && p->k % 4 == 0;
-    c.b_panel_bytes = c.groups * GEMM_NR * 4;
+    const int mr = c.kernels->mr, nr = c.kernels->nr, step = c.kernels->group_multiple;
+    c.groups = ((p->k + 3) / 4 + step - 1) / step * step;
+    c.m_panels = (p->m + mr - 1) / mr;
+    c.n_panels = (p->n + nr - 1) / nr;
+    c.a_panel_bytes = c.groups * mr * 4;
+    c.a_in_place = !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
+    c.b_panel_bytes = c.groups * nr * 4;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
     const int buffers = c.per_thread_batches ? threads : 1;
-    const ptrdiff_t rows = c.m_panels * GEMM_MR, columns = c.n_panels * GEMM_NR;
-    double *doubles = allocate(sizeof(double) * (size_t)(4 * rows + columns));
-    int32_t *zeros = allocate(sizeof(int32_t) * (size_t)(rows + columns));
     packed_operands *packed = calloc((size_t)buffers, sizeof(packed_operands));
+    double *doubles;
+    float *floats;
+    int32_t *zeros;
+    layout measured = {NULL, 0};
+    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros);
+    int kept = 0;
+    layout l = {packed ? workspace_take(measured.used, &kept) : NULL, 0};
     c.counter_stride = threads;
     c.counters = calloc((size_t)(2 * p->batches * threads), sizeof(ptrdiff_t));
-    int status = doubles && zeros && packed && c.counters ? 0 : -1;
-    for (int i = 0; status == 0 && i < buffers; i++) status = allocate_packed(&packed[i], &c);
+    const int status = l.base && c.counters ? 0 : -1;
     if (status == 0) {
-        fill_quantization(&c, doubles, zeros);
+        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
+        fill_quantization(&c, doubles, floats, zeros);
         c.packed = packed;
         dmlq_parallel(run_task, &c, threads);
     }
-    for (int i = 0; packed && i < buffers; i++) release_packed(&packed[i]);
-    free(packed);
     free(c.counters);
-    release(doubles);
-    release(zeros);
+    free(packed);
+    if (l.base) workspace_give(l.base, kept);
     return status;
 }

@@ -4,10 +4,13 @@
  * int8 A; B' = B for int8 B, B xor 0x80 (= B - 128) for uint8 B. With the effective zero points
  * za' = za + 128*(A int8) and zb' = zb - 128*(B uint8), (A - za)(B - zb) = (A' - za')(B' - zb'), so
  *     acc = dot(A', B') - zb' * rowsum(A') - za' * (colsum(B') - K * zb').
- * A' panels are MR rows of K bytes each, `lda` bytes apart: a row-major uint8 A is used in place
- * when K is a multiple of 4; otherwise rows are copied (flipped, zero-padded to whole groups of 4).
+ * Each kernel set has its own tile of MR x NR outputs and its own step along K (`group_multiple`
+ * groups of 4 k); K is zero-padded to whole steps.
+ * A' panels are MR rows of the padded K bytes each, `lda` bytes apart: a row-major uint8 A is used
+ * in place when K needs no padding; otherwise rows are copied (flipped, zero-padded).
  * Packed B: panels of NR columns, per group of 4 k the NR columns' 4 bytes ([group][column][4]),
- * which is what vpdpbusd multiplies against a broadcast dword of an A row. Padding is zero.
+ * which is what vpdpbusd multiplies against a broadcast dword of an A row, and the layout of an
+ * AMX B tile (one group per tile row). Padding is zero.
  */
 #ifndef DMLQ_GEMM_H
 #define DMLQ_GEMM_H
@@ -17,8 +20,11 @@
 #include "common.h"
 
 enum {
-    GEMM_MR = 8,
+    GEMM_MR = 8, /* the vector kernels' tile */
     GEMM_NR = 48,
+    AMX_MR = 32, /* the AMX kernel's tile: 2 x 2 tiles of 16 x 16 */
+    AMX_NR = 32,
+    GEMM_MAX_TILE = AMX_MR * GEMM_NR, /* outputs of the largest tile */
     /* Groups of 4 k per exact int32 dot product: |A' B'| <= 255 * 128, so 32768 terms fit, and
      * the whole accumulator fits too while K <= 32768 (|(A - za)(B - zb)| <= 65025), so it may be
      * combined with wrapping int32 arithmetic. Longer K sums chunks in int64. */
@@ -29,16 +35,20 @@ enum {
 typedef struct {
     ptrdiff_t k;
     const double *a_scale, *b_scale, *out_divisor, *out_zero_point; /* divisor: os, or 1/os (reciprocal) */
-    const double *estimate_factor;                                   /* as * (1 / os), for estimates */
     const int32_t *a_zero, *b_zero;                                  /* za', zb' */
+    /* float32 estimates of the quotient's factors (as / os per row, bs per column), usable where
+     * `estimate` is set: no NaN possible, and every factor within [2**-60, 2**60]. */
+    const float *row_factor, *column_factor, *out_zero_point_f;
     int reciprocal;
     int nan_possible; /* some scale is not finite, or an output scale (or its reciprocal) is 0 or inf */
+    int estimate;
     double lo, hi;
 } gemm_quantization;
 
 /* One tile's place: rows m0.., columns n0.., how many are real, where the output goes. */
 typedef struct {
     ptrdiff_t m0, n0, rows, columns;
+    ptrdiff_t dot_stride;           /* int32 dot products per row of the tile (NR) */
     char *out;                      /* element (m0, n0) */
     ptrdiff_t out_row, out_col;
     const int32_t *row_sums;        /* rowsum(A') of this batch, [m] */
@@ -46,23 +56,38 @@ typedef struct {
 } gemm_tile;
 
 typedef struct {
+    int mr, nr, group_multiple;
+    int a_group_bytes; /* from one group of 4 k to the next in an A' panel: 4, or more for a packed layout */
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major). */
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile);
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
-    void (*row_sums)(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int32_t *sums); /* MR sums of k bytes */
-    void (*column_sums)(const int8_t *b, ptrdiff_t groups, int32_t *sums);  /* NR sums */
+    /* Packs an A' panel in the kernel's own layout and sums its rows, where the kernel has one
+     * (else panels are rows of `lda` bytes, read in place where possible, gemm.c). */
+    void (*pack_a)(uint8_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t groups, ptrdiff_t a_row,
+                   ptrdiff_t a_col, uint8_t flip, int32_t *row_sums);
+    /* `rows` sums of k bytes, rows lda bytes apart. */
+    void (*row_sums)(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums);
+    /* The sums of a packed B panel of `columns` columns. */
+    void (*column_sums)(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
+    /* Called by each thread before and after its share of a multiply (may be NULL). */
+    void (*begin)(void);
+    void (*end)(void);
 } gemm_kernels;
 
 extern const gemm_kernels dmlq_gemm_portable;
 #if DMLQ_X86
 extern const gemm_kernels dmlq_gemm_avx2;
 extern const gemm_kernels dmlq_gemm_vnni;
+extern const gemm_kernels dmlq_gemm_amx; /* its `dot` is NULL where the compiler has no AMX */
+void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
+void dmlq_gemm_row_sums_vnni(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums);
+void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
 #endif
 
 void dmlq_gemm_requantize_portable(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
-void dmlq_gemm_row_sums_portable(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int32_t *sums);
-void dmlq_gemm_column_sums_portable(const int8_t *b, ptrdiff_t groups, int32_t *sums);
+void dmlq_gemm_row_sums_portable(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums);
+void dmlq_gemm_column_sums_portable(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
 
 /* clamp(round(acc * (as * bs) / os) + ozp) with NaN -> 0, as the reference evaluates it. */
 static inline uint8_t dmlq_requantize_one(int64_t acc, double a_scale, double b_scale, double divisor,

@@ -35,8 +35,17 @@ static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
                                tile + half * HALF_ROWS * GEMM_NR + column);
 }
 
-const gemm_kernels dmlq_gemm_avx2 = {dot_avx2, dmlq_gemm_requantize_portable, dmlq_gemm_row_sums_portable,
-                                     dmlq_gemm_column_sums_portable};
+const gemm_kernels dmlq_gemm_avx2 = {GEMM_MR,
+                                     GEMM_NR,
+                                     1,
+                                     4,
+                                     dot_avx2,
+                                     dmlq_gemm_requantize_portable,
+                                     NULL,
+                                     dmlq_gemm_row_sums_portable,
+                                     dmlq_gemm_column_sums_portable,
+                                     NULL,
+                                     NULL};
 
 DMLQ_END_TARGET
 #endif

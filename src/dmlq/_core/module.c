@@ -14,7 +14,8 @@
 /* Row and column sums are int32: exact while K * 255 stays below 2**31. */
 #define MATMUL_MAX_K (1 << 23)
 
-static const char *const LEVEL_NAMES[] = {"portable", "avx2", "avx512", "avx512_vnni"};
+static const char *const LEVEL_NAMES[] = {"portable", "avx2", "avx512", "avx512_vnni", "amx"};
+enum { LEVEL_COUNT = sizeof(LEVEL_NAMES) / sizeof(LEVEL_NAMES[0]) };
 
 /* ---- arrays ----------------------------------------------------------------------------------- */
 
@@ -414,7 +415,7 @@ static PyObject *detected_level(PyObject *self, PyObject *unused) { return level
 static PyObject *set_level(PyObject *self, PyObject *arg) {
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name) return NULL;
-    for (int level = 0; level < 4; level++) {
+    for (int level = 0; level < LEVEL_COUNT; level++) {
         if (strcmp(name, LEVEL_NAMES[level]) == 0) {
             if (dmlq_set_level(level) < 0) break;
             Py_RETURN_NONE;
@@ -591,7 +592,12 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (!cache_handler_capsule) return PyErr_NoMemory();
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    PyObject *levels = Py_BuildValue("(ssss)", LEVEL_NAMES[0], LEVEL_NAMES[1], LEVEL_NAMES[2], LEVEL_NAMES[3]);
+    PyObject *levels = PyTuple_New(LEVEL_COUNT);
+    for (int level = 0; levels && level < LEVEL_COUNT; level++) {
+        PyObject *name = PyUnicode_FromString(LEVEL_NAMES[level]);
+        if (!name) Py_CLEAR(levels);
+        else PyTuple_SET_ITEM(levels, level, name);
+    }
     if (!levels || PyModule_AddObject(m, "LEVELS", levels) < 0) {
         Py_XDECREF(levels);
         Py_DECREF(m);
