@@ -11,6 +11,10 @@
 
 #include "common.h"
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 /* Row and column sums are int32: exact while K * 255 stays below 2**31. */
 #define MATMUL_MAX_K (1 << 23)
 
@@ -488,10 +492,23 @@ static int cache_keep(void *ptr, size_t size) {
     return 1;
 }
 
+/* A fresh large block, backed by huge pages where Linux offers them on request, as NumPy's own
+ * allocator does: with 4 KiB pages, TLB misses slow a pass over a large output by a fifth. */
+static void *fresh_block(size_t size) {
+    void *ptr = malloc(size);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (ptr && size >= ((size_t)4 << 20)) {
+        const uintptr_t page = 4096, start = ((uintptr_t)ptr + page - 1) / page * page;
+        madvise((void *)start, (uintptr_t)ptr + size - start, MADV_HUGEPAGE);
+    }
+#endif
+    return ptr;
+}
+
 static void *cache_malloc(void *ctx, size_t size) {
     (void)ctx;
     void *ptr = size >= CACHE_MIN_BYTES ? cache_take(size) : NULL;
-    return ptr ? ptr : malloc(size);
+    return ptr ? ptr : fresh_block(size);
 }
 
 static void *cache_calloc(void *ctx, size_t count, size_t size) {
