@@ -1,6 +1,6 @@
 """dmlq's benchmark: dmlq against onnxruntime, NumPy and PyTorch, side by side in one process.
 
-    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--out DIR]
+    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--out DIR]
 
 Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
 and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table.
@@ -46,8 +46,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
+    parser.add_argument("--cases", help="comma-separated case keys to run (default: all), e.g. quantize,gemm_u8s8")
     args = parser.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",")})
+    args.cases = set(args.cases.split(",")) if args.cases else None
     return args
 
 
@@ -177,6 +179,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     blas_threads = importlib.util.find_spec("threadpoolctl") is not None
     started, load_before = time.perf_counter(), os.getloadavg()
     all_cases = build_cases(args, onnx_routes, torch_routes, blas_threads)
+    if args.cases:
+        unknown = args.cases - {case.key for case in all_cases}
+        if unknown:
+            sys.exit(f"bench.py: unknown case(s) {', '.join(sorted(unknown))}; "
+                     f"known: {', '.join(case.key for case in all_cases)}")  # fmt: skip
+        all_cases = [case for case in all_cases if case.key in args.cases]
     for case in all_cases:
         for name, why in (("onnxruntime", onnx_missing), ("torch", torch_missing)):
             if why:
