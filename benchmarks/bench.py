@@ -46,7 +46,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
-    parser.add_argument("--cases", help="comma-separated case keys to run (default: all), e.g. quantize,gemm_u8s8")
+    parser.add_argument("--cases", help="comma-separated case keys to run (default: all), e.g. quantize")
     args = parser.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",")})
     args.cases = set(args.cases.split(",")) if args.cases else None

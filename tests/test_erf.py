@@ -61,9 +61,7 @@ def _bits(a: F64) -> npt.NDArray[np.int64]:
 
 
 def _report(xs: F64, got: F64, want: F64, bad: npt.NDArray[np.bool_]) -> str:
-    rows = [
-        f"{x!r}: got {g!r} want {w!r}" for x, g, w in zip(xs[bad], got[bad], want[bad], strict=True)
-    ]
+    rows = [f"{x!r}: got {g!r} want {w!r}" for x, g, w in zip(xs[bad], got[bad], want[bad], strict=True)]
     return f"{bad.sum()} of {xs.size} differ, e.g. " + "; ".join(rows[:5])
 
 

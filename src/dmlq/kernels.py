@@ -101,8 +101,9 @@ def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, recipr
         views[name] if name in ("a", "b") else matrix_operand(views[name]) for name in _MATRIX_FIELDS
     )
     if views["a"].shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
-        out[...] = reference.quantized_linear_matrix_multiply(*operands, out.dtype,
-                                                              reciprocal_division=reciprocal_division)
+        out[...] = reference.quantized_linear_matrix_multiply(
+            *operands, out.dtype, reciprocal_division=reciprocal_division
+        )
         return
     _call(_core.matmul, operands, out, reciprocal_division)
 

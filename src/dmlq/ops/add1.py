@@ -50,9 +50,9 @@ class ElementWiseAdd1(OperatorDesc):
         if activation is None:
             return
         if not isinstance(activation, Activation):
-            yield "fused_activation", (
-                f"{type(activation).__name__} is not a fusable activation "
-                "(use one of dmlq.activations)"
+            yield (
+                "fused_activation",
+                (f"{type(activation).__name__} is not a fusable activation (use one of dmlq.activations)"),
             )
             return
         problem = activation.problem(level)

@@ -90,9 +90,7 @@ class Constraint:
     check: Callable[[Mapping[str, TensorDesc]], tuple[str, str] | None]
 
 
-def _pairwise(
-    fields: Sequence[str], key: Callable[[TensorDesc], object], what: str
-) -> Constraint:
+def _pairwise(fields: Sequence[str], key: Callable[[TensorDesc], object], what: str) -> Constraint:
     def check(present: Mapping[str, TensorDesc]) -> tuple[str, str] | None:
         named = [name for name in fields if name in present]
         if not named:
@@ -206,18 +204,24 @@ class OperatorDesc:
             return
         low, high = support.dims
         if not low <= desc.dimension_count <= high:
-            yield tensor_field.name, self._unsupported(
+            yield (
                 tensor_field.name,
-                f"dimension count {desc.dimension_count}",
-                lambda s: s.dims[0] <= desc.dimension_count <= s.dims[1],
-                f"supported: {support.describe_dims()}",
+                self._unsupported(
+                    tensor_field.name,
+                    f"dimension count {desc.dimension_count}",
+                    lambda s: s.dims[0] <= desc.dimension_count <= s.dims[1],
+                    f"supported: {support.describe_dims()}",
+                ),
             )
         if desc.data_type not in support.types:
-            yield tensor_field.name, self._unsupported(
+            yield (
                 tensor_field.name,
-                f"data type {desc.data_type.name}",
-                lambda s: desc.data_type in s.types,
-                f"supported: {', '.join(t.name for t in support.types)}",
+                self._unsupported(
+                    tensor_field.name,
+                    f"data type {desc.data_type.name}",
+                    lambda s: desc.data_type in s.types,
+                    f"supported: {', '.join(t.name for t in support.types)}",
+                ),
             )
 
     def _absent_rule(self, field_name: str) -> str:
@@ -235,9 +239,7 @@ class OperatorDesc:
         return f"{what} needs feature level {since.label}"
 
     @classmethod
-    def _first_level(
-        cls, field_name: str, accepts: Callable[[TensorSupport], bool]
-    ) -> FeatureLevel | None:
+    def _first_level(cls, field_name: str, accepts: Callable[[TensorSupport], bool]) -> FeatureLevel | None:
         for row in reversed(cls.SUPPORT):
             if accepts(row.tensors[field_name]):
                 return row.level

@@ -200,9 +200,7 @@ def _erfc_rb_sb(s: Float64Array) -> tuple[Float64Array, Float64Array]:
     return big_r, big_s
 
 
-def _large(
-    x: Float64Array, negative: npt.NDArray[np.bool_], use_ra: npt.NDArray[np.bool_]
-) -> Float64Array:
+def _large(x: Float64Array, negative: npt.NDArray[np.bool_], use_ra: npt.NDArray[np.bool_]) -> Float64Array:
     """``1.25 <= |x| < 6``: ``sign(x) * (1 - exp(-x*x - 0.5625 + R/S) / |x|)``."""
     ax = np.abs(x)
     s = 1.0 / (ax * ax)
