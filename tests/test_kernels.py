@@ -283,6 +283,39 @@ def test_add_in_place_and_overlapping(level):
         assert_same(buffer[:-1], want)
 
 
+def test_operands_broadcast_like_numpy_operands(level):
+    """The element-wise kernels read lower-rank and size-1 operands through zero strides."""
+    rng = np.random.default_rng(3)
+    x, scale = floats(rng, (3, 4, 5)), F32([[0.5], [2.0], [-0.25], [1e-3]])  # per-row, rank 2
+    zero_point = integers(rng, U8, ())  # 0-d
+    got = np.empty(x.shape, U8)
+    kernels.quantize_linear(None, {"input": x, "scale": scale, "zero_point": zero_point}, got, False)
+    full = {
+        "input": x,
+        "scale": np.broadcast_to(scale, x.shape),
+        "zero_point": np.broadcast_to(zero_point, x.shape),
+    }
+    assert_same(got, reference.quantize_linear(*full.values(), U8))
+    a, b = floats(rng, (6, 1)), floats(rng, (7,))
+    got = np.empty((6, 7), F32)
+    kernels.add(ops.ElementWiseAdd1(fused_activation=activations.Relu()), {"a": a, "b": b}, got, False)
+    with np.errstate(all="ignore"):
+        want = reference.add(np.broadcast_to(a, (6, 7)), np.broadcast_to(b, (6, 7)), F32, activations.Relu())
+    assert_same(got, want)
+    for operand in (floats(rng, (7, 1)), floats(rng, (2, 6, 7))):
+        with pytest.raises(ValueError, match="broadcast"):
+            kernels.add(None, {"a": operand, "b": b}, got, False)
+
+
+def test_an_input_at_the_output_address_with_another_shape_is_not_in_place(level):
+    """Same address and strides but a broadcast shape: computed on a copy, not read while written."""
+    buffer = F32([1.0, 2.0, 3.0, 4.0])
+    row = buffer[:1]  # (1,) at the output's address: broadcast, not the output itself
+    want = reference.add(np.broadcast_to(row, (4,)), buffer.copy(), F32)
+    kernels.add(None, {"a": row, "b": buffer.copy()}, buffer, False)
+    assert_same(buffer, want)
+
+
 def misaligned(values: np.ndarray) -> np.ndarray:
     """A copy of ``values`` at an odd address."""
     memory = np.zeros(values.nbytes + 1, U8)

@@ -97,7 +97,8 @@ class CompiledOperator:
         self.run_arrays(views, out)
 
     def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
-        """Compute on ndarrays already shaped like the descriptions (the NumPy layer's entry)."""
+        """Compute on ndarrays shaped like the descriptions, or broadcasting to them as NumPy operands
+        do (the NumPy layer's entry: it skips building zero-stride views of per-tensor operands)."""
         self._kernel(self._desc, views, out, self._reciprocal_division)
 
     def _bind_all(self, inputs: Sequence[object | None],

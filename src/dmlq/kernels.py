@@ -1,10 +1,11 @@
 """The computation behind every compiled operator: tensor views in, the output view written.
 
-Each function receives the input tensors as ndarrays of their descriptions' sizes (broadcast
-through zero strides), keyed by field name (None for an absent optional tensor), and writes the
-output view in place with the compiled kernels of ``dmlq._core``: one fused pass over memory, the
-GIL released, on :func:`dmlq.get_num_threads` threads. They give the bits of the NumPy reference
-formulas of :mod:`dmlq.reference`, which remain the oracle.
+Each function receives the input tensors as ndarrays of their descriptions' sizes, or that
+broadcast to them as NumPy operands do (element-wise operators), keyed by field name (None for an
+absent optional tensor), and writes the output view in place with the compiled kernels of
+``dmlq._core``: one fused pass over memory, the GIL released, on :func:`dmlq.get_num_threads`
+threads. They give the bits of the NumPy reference formulas of :mod:`dmlq.reference`, which remain
+the oracle.
 """
 
 from __future__ import annotations

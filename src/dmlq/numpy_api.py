@@ -9,7 +9,7 @@ NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -167,13 +167,20 @@ def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
 
 def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
     """NumPy's broadcasting of the arrays that are not None; DmlError naming them otherwise."""
-    return _broadcast_named({name: a.shape for name, a in arrays.items() if a is not None})
+    shapes = [a.shape for a in arrays.values() if a is not None]
+    return _checked_broadcast(shapes, lambda: {name: a.shape for name, a in arrays.items() if a is not None})
 
 
 def _broadcast_named(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
-    shape = _broadcast_shapes(list(shapes.values()))
+    return _checked_broadcast(list(shapes.values()), lambda: shapes)
+
+
+def _checked_broadcast(shapes: list[tuple[int, ...]],
+                       named: Callable[[], dict[str, tuple[int, ...]]]) -> tuple[int, ...]:  # fmt: skip
+    """The broadcast of ``shapes``; DmlError naming them (``named()``: built only for the message)."""
+    shape = _broadcast_shapes(shapes)
     if shape is None or len(shape) > MAX_DIMENSION_COUNT:
-        _raise_broadcast_error(shapes, shape)
+        _raise_broadcast_error(named(), shape)
     return shape
 
 
@@ -211,8 +218,10 @@ def _broadcast_pair(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[in
 # -- descriptions from arrays ------------------------------------------------------------------
 
 
-def _describable(array: np.ndarray) -> np.ndarray:
+def _describable(array: np.ndarray | None) -> np.ndarray | None:
     """``array`` itself when DirectML element strides can describe it, else a packed copy."""
+    if array is None or (array.flags.c_contiguous and array.dtype.isnative):
+        return array
     itemsize = array.dtype.itemsize
     for stride in array.strides:
         if stride < 0 or stride % itemsize:
@@ -230,7 +239,6 @@ def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
     if array is None:
         return None
     shape = shape or (1,)
-    array = _describable(array)
     if array.shape == shape:
         return array
     if array.size == 1 and array.flags.c_contiguous:  # a per-tensor operand, built cheaply
@@ -254,23 +262,36 @@ def _layout(array: np.ndarray) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
 _NO_LAYOUT = (None, None, None)
 
 
-def _run(desc_type: type[OperatorDesc], views: dict[str, np.ndarray | None], out: np.ndarray,
-         **fields: object) -> None:  # fmt: skip
-    """Compile (once per layout) the description of ``views`` and ``out``, and run it."""
+def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
+         as_given: tuple[str, ...] = (), **fields: object) -> None:  # fmt: skip
+    """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``.
+
+    The description, with each operand broadcast to the output's sizes through zero strides (the
+    ones named in ``as_given`` described with their own sizes), is compiled once per layout; the
+    kernels then read the operands as they are.
+    """
     parts = [desc_type, *_layout(out)]
-    for view in views.values():  # flat: nested tuples cost more to build and hash
-        parts += _NO_LAYOUT if view is None else _layout(view)
+    for name, operand in operands.items():  # flat: nested tuples cost more to build and hash
+        if operand is None:
+            parts += _NO_LAYOUT
+            continue
+        described = _describable(operand)
+        if described is not operand:
+            operands = {**operands, name: described}
+        parts += _layout(described)
     if fields:
         parts += map(repr, fields.values())
     key = tuple(parts)
     operator = _COMPILED.get(key)
     if operator is None:
+        views = {name: operand if name in as_given else _broadcast_view(operand, out.shape)
+                 for name, operand in operands.items()}  # fmt: skip
         descs = {name: None if view is None else _desc(view) for name, view in views.items()}
         operator = _DEVICE.compile_operator(desc_type(**descs, output=_desc(out), **fields))
         if len(_COMPILED) >= _COMPILED_LIMIT:
             _COMPILED.clear()
         _COMPILED[key] = operator
-    operator.run_arrays(views, out)
+    operator.run_arrays(operands, out)
 
 
 # -- the five functions ------------------------------------------------------------------------
@@ -295,9 +316,8 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
     shape = _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
     out = _core.empty(shape, out_dtype)
     if out.size:
-        views = {"input": _broadcast_view(x, shape), "scale": _broadcast_view(scale, shape),
-                 "zero_point": _broadcast_view(zero_point, shape)}  # fmt: skip
-        _run(ElementWiseQuantizeLinear, views, _at_least_1d(out))
+        operands = {"input": x, "scale": scale, "zero_point": zero_point}
+        _run(ElementWiseQuantizeLinear, operands, _at_least_1d(out))
     return out
 
 
@@ -315,9 +335,8 @@ def dequantize_linear(q, scale, zero_point=None) -> np.ndarray:
     shape = _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
     out = _core.empty(shape, scale.dtype)
     if out.size:
-        views = {"input": _broadcast_view(q, shape), "scale": _broadcast_view(scale, shape),
-                 "zero_point": _broadcast_view(zero_point, shape)}  # fmt: skip
-        _run(ElementWiseDequantizeLinear, views, _at_least_1d(out))
+        operands = {"input": q, "scale": scale, "zero_point": zero_point}
+        _run(ElementWiseDequantizeLinear, operands, _at_least_1d(out))
     return out
 
 
@@ -339,12 +358,11 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
     shape = _broadcast_shape(a=a, b=b)
     target = _add_target(out, shape, a, b)
     if target.size:
-        views = {"a": _broadcast_view(a, shape), "b": _broadcast_view(b, shape)}
+        operands = {"a": a, "b": b}
         if activation is None:
-            _run(ElementWiseAdd, views, _at_least_1d(target))
+            _run(ElementWiseAdd, operands, _at_least_1d(target))
         else:
-            _run(ElementWiseAdd1, views, _at_least_1d(target),
-                 fused_activation=activation)  # fmt: skip
+            _run(ElementWiseAdd1, operands, _at_least_1d(target), fused_activation=activation)
     if out is None:
         return target
     if target is not out:
@@ -408,10 +426,10 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     shape = _broadcast_shape(a=a, b=b, **quantization)
     out = _core.empty(shape, out_dtype)
     if out.size:
-        ones = (1,) * max(len(shape), 1)
-        views = {"a": _broadcast_view(a, shape), "b": _broadcast_view(b, shape)}
-        views |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
-        _run(ElementWiseQuantizedLinearAdd, views, _at_least_1d(out))
+        ones = (1,) * max(len(shape), 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
+        operands = {"a": a, "b": b}
+        operands |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
+        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(out), as_given=tuple(quantization))
     return out
 
 
@@ -467,7 +485,7 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
         return _empty_product(operands["output_zero_point"], out_shape, out_dtype)
     out = _core.empty(out_shape, out_dtype)
     views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
-    _run(QuantizedLinearMatrixMultiply, views, out)
+    _run(QuantizedLinearMatrixMultiply, views, out, as_given=tuple(views))
     return out
 
 

@@ -78,7 +78,7 @@ static void extent(PyArrayObject *array, uintptr_t *start, uintptr_t *end) {
     *end = high;
 }
 
-/* An output may overlap an input only by being exactly it (same address and strides), and only
+/* An output may overlap an input only by being exactly it (same address, shape and strides), and only
  * where `identical_allowed` (element-wise operators, which read each element before writing it). */
 static int check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed) {
     uintptr_t out_start, out_end;
@@ -89,7 +89,8 @@ static int check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int 
         if (!input) continue;
         extent(input, &start, &end);
         if (start >= out_end || out_start >= end) continue;
-        if (identical_allowed && PyArray_BYTES(input) == PyArray_BYTES(out) &&
+        if (identical_allowed && PyArray_BYTES(input) == PyArray_BYTES(out) && PyArray_NDIM(input) == PyArray_NDIM(out) &&
+            !memcmp(PyArray_DIMS(input), PyArray_DIMS(out), sizeof(npy_intp) * (size_t)PyArray_NDIM(out)) &&
             !memcmp(PyArray_STRIDES(input), PyArray_STRIDES(out), sizeof(npy_intp) * (size_t)PyArray_NDIM(out)))
             continue;
         PyErr_SetString(PyExc_BufferError, "out overlaps an input");
@@ -98,7 +99,8 @@ static int check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int 
     return 0;
 }
 
-/* Operands of one element-wise operator: same shape as the output (the last one), 1 to 8 dims. */
+/* Operands of one element-wise operator (the output last, 1 to 8 dims): each has the output's shape
+ * or broadcasts to it as in NumPy (aligned on the right, size-1 dimensions read with stride 0). */
 static int build_loop(dmlq_loop *loop, PyArrayObject **arrays, int count) {
     PyArrayObject *out = arrays[count - 1];
     const int ndim = PyArray_NDIM(out);
@@ -112,23 +114,22 @@ static int build_loop(dmlq_loop *loop, PyArrayObject **arrays, int count) {
     for (int d = 0; d < ndim; d++) loop->shape[d] = PyArray_DIM(out, d);
     for (int op = 0; op < count; op++) {
         PyArrayObject *array = arrays[op];
-        if (!array) { /* an absent zero point */
-            loop->data[op] = NULL;
-            for (int d = 0; d < ndim; d++) loop->strides[op][d] = 0;
-            continue;
-        }
-        if (PyArray_NDIM(array) != ndim) {
-            PyErr_SetString(PyExc_ValueError, "operands must have the output's shape");
+        for (int d = 0; d < ndim; d++) loop->strides[op][d] = 0;
+        loop->data[op] = array ? PyArray_BYTES(array) : NULL; /* NULL: an absent zero point */
+        if (!array) continue;
+        const int skipped = ndim - PyArray_NDIM(array);
+        if (skipped < 0) {
+            PyErr_SetString(PyExc_ValueError, "operands must broadcast to the output's shape");
             return -1;
         }
-        for (int d = 0; d < ndim; d++) {
-            if (PyArray_DIM(array, d) != loop->shape[d]) {
-                PyErr_SetString(PyExc_ValueError, "operands must have the output's shape");
+        for (int d = skipped; d < ndim; d++) {
+            const npy_intp size = PyArray_DIM(array, d - skipped);
+            if (size != loop->shape[d] && size != 1) {
+                PyErr_SetString(PyExc_ValueError, "operands must broadcast to the output's shape");
                 return -1;
             }
-            loop->strides[op][d] = PyArray_STRIDE(array, d);
+            if (size == loop->shape[d]) loop->strides[op][d] = PyArray_STRIDE(array, d - skipped);
         }
-        loop->data[op] = PyArray_BYTES(array);
     }
     return check_overlaps(out, arrays, count - 1, 1);
 }
