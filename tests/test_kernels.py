@@ -398,6 +398,7 @@ def test_matmul_every_type_and_quantization(level, a_type, b_type, out_type):
             (True, True, True),
             (True, False, True),
             (False, True, False),
+            (False, True, True),
         ):
             views = matmul_case(
                 rng,

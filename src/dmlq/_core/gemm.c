@@ -389,9 +389,10 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const dmlq_gemm_problem *p = c->p;
     const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
     double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *b_scale = zero_point + rows;
-    float *row_factor = floats, *zero_point_f = row_factor + rows, *column_factor = zero_point_f + rows;
+    float *row_factor = floats, *column_factor = row_factor + rows;
     int32_t *a_zero = zeros, *b_zero = zeros + rows;
-    int nan_possible = 0, estimate = 1;
+    int nan_possible = 0, estimate = 1, a_zero_uniform = 1, b_zero_uniform = 1;
+    double largest_row_factor = 0.0, largest_column_factor = 0.0;
     for (ptrdiff_t m = 0; m < rows; m++) {
         const int real = m < p->m;
         a_scale[m] = real ? (double)p->a_scale[m] : 0.0;
@@ -399,10 +400,11 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         const double factor = !real ? 1.0 : a_scale[m] * (p->reciprocal ? divisor[m] : 1.0 / divisor[m]);
         row_factor[m] = (float)factor;
         zero_point[m] = real ? (double)p->out_zero_point[m] : 0.0;
-        zero_point_f[m] = (float)zero_point[m];
         a_zero[m] = real ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
         nan_possible |= !isfinite(a_scale[m]) || !isfinite(divisor[m]) || divisor[m] == 0.0 || !isfinite(1.0 / divisor[m]);
         estimate &= estimable(factor);
+        largest_row_factor = fmax(largest_row_factor, fabs(factor));
+        a_zero_uniform &= !real || a_zero[m] == a_zero[0];
     }
     for (ptrdiff_t n = 0; n < columns; n++) {
         const int real = n < p->n;
@@ -411,10 +413,14 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         b_zero[n] = real ? p->b_zero_point[n] - (p->b_signed ? 0 : 128) : 0;
         nan_possible |= !isfinite(b_scale[n]);
         estimate &= estimable(column_factor[n]);
+        largest_column_factor = fmax(largest_column_factor, fabs((double)column_factor[n]));
+        b_zero_uniform &= !real || b_zero[n] == b_zero[0];
     }
-    c->q = (gemm_quantization){p->k,          a_scale,       b_scale,      divisor,      zero_point,
-                               a_zero,        b_zero,        row_factor,   column_factor, zero_point_f,
-                               p->reciprocal, nan_possible,  estimate && !nan_possible,
+    /* |acc| <= K * 255 * 255: every estimate stays below 2**20, with room for its roundings */
+    estimate &= largest_row_factor * largest_column_factor * (double)p->k * 65025.0 < 0x1p19;
+    c->q = (gemm_quantization){p->k,          a_scale,        b_scale,        divisor,       zero_point,
+                               a_zero,        b_zero,         row_factor,     column_factor, p->reciprocal,
+                               nan_possible,  estimate && !nan_possible,      a_zero_uniform, b_zero_uniform,
                                p->out_signed ? -128.0 : 0.0, p->out_signed ? 127.0 : 255.0};
 }
 
@@ -435,7 +441,7 @@ static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, i
                     float **floats, int32_t **zeros) {
     const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
     *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
-    *floats = carve(l, sizeof(float) * (size_t)(2 * rows + columns));
+    *floats = carve(l, sizeof(float) * (size_t)(rows + columns));
     *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
     for (int i = 0; i < buffers; i++) {
         packed_operands *pk = &packed[i];

@@ -37,11 +37,13 @@ typedef struct {
     const double *a_scale, *b_scale, *out_divisor, *out_zero_point; /* divisor: os, or 1/os (reciprocal) */
     const int32_t *a_zero, *b_zero;                                  /* za', zb' */
     /* float32 estimates of the quotient's factors (as / os per row, bs per column), usable where
-     * `estimate` is set: no NaN possible, and every factor within [2**-60, 2**60]. */
-    const float *row_factor, *column_factor, *out_zero_point_f;
+     * `estimate` is set: no NaN possible, every factor within [2**-60, 2**60], and every estimate
+     * below 2**20 in magnitude (from the largest factors and K). */
+    const float *row_factor, *column_factor;
     int reciprocal;
     int nan_possible; /* some scale is not finite, or an output scale (or its reciprocal) is 0 or inf */
     int estimate;
+    int a_zero_uniform, b_zero_uniform; /* one za' for every row, one zb' for every column */
     double lo, hi;
 } gemm_quantization;
 

@@ -59,17 +59,19 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
  * brackets: four float32 roundings (the factors kept within [2**-60, 2**60] stay normal), so y is
  * within about 2**-22 * |y| of q. Where |y| <= 1024 that is below 2**-12, so if y is farther than
  * 2**-11 from the nearest half-integer, q rounds to the same integer; where |y| > 1024, y and q
- * both saturate any 8-bit output whatever the zero point. Vectors with a lane near a tie (or an
- * infinite estimate) take the float64 path. */
+ * both saturate any 8-bit output whatever the zero point. As |y| < 2**20 (`estimate`), the rounded
+ * estimate converts to int32 and the zero point adds in integers; saturating narrowing clamps.
+ * Vectors with a lane near a tie take the float64 path. */
 static inline __m128i requantize_16(__m512i acc, __m512 factors, const __m512d *bs, ptrdiff_t m,
-                                    const gemm_quantization *q, __m512 lo, __m512 hi) {
+                                    const gemm_quantization *q, __m512i zero_point) {
     if (q->estimate) {
         const __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), factors);
-        const __m512 r = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512 distance = _mm512_abs_ps(_mm512_sub_ps(y, r));
-        if (_mm512_cmp_ps_mask(distance, _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ) == 0xffff) {
-            const __m512 value = _mm512_add_ps(r, _mm512_set1_ps(q->out_zero_point_f[m]));
-            return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(value, lo), hi)));
+        const __m512 fraction = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); /* y - round(y) */
+        if (_mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ) == 0xffff) {
+            const __m512i value = _mm512_add_epi32(
+                _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zero_point);
+            return q->lo < 0.0 ? _mm512_cvtsepi32_epi8(value)
+                               : _mm512_cvtusepi32_epi8(_mm512_max_epi32(value, _mm512_setzero_si512()));
         }
     }
     return requantize_16_exactly(acc, bs, m, q);
@@ -77,7 +79,7 @@ static inline __m128i requantize_16(__m512i acc, __m512 factors, const __m512d *
 
 /* What a tile's requantization needs of each block of 16 columns, kept in registers. */
 typedef struct {
-    __m512i zb, column_term;
+    __m512i zb, column_term, column_correction; /* the last: za' * column term, when za' is uniform */
     __m512 factor;
     __m512d bs[2];
     __mmask16 mask;
@@ -85,12 +87,21 @@ typedef struct {
 
 enum { MAX_COLUMN_BLOCKS = GEMM_NR / 16 };
 
+/* acc = dot - zb' * rowsum(A') - za' * (colsum(B') - K * zb'), in wrapping int32 arithmetic: exact,
+ * since the true sum fits in int32 (K <= 32768). Uniform zero points save the multiplications. */
+static inline __m512i corrected_sums(__m512i dot, const column_block *column, __m512i row_correction,
+                                     __m512i row_sum, __m512i za, const gemm_quantization *q) {
+    const __m512i by_row = q->b_zero_uniform ? row_correction : _mm512_mullo_epi32(row_sum, column->zb);
+    const __m512i by_column = q->a_zero_uniform ? column->column_correction
+                                                : _mm512_mullo_epi32(za, column->column_term);
+    return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
+}
+
 void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
     if (t->out_col != 1) {
         dmlq_gemm_requantize_portable(dot, t, q);
         return;
     }
-    const __m512 lo = _mm512_set1_ps((float)q->lo), hi = _mm512_set1_ps((float)q->hi);
     const __m512i k = _mm512_set1_epi32((int32_t)q->k);
     const int blocks = (int)((t->columns + 15) / 16);
     column_block column[MAX_COLUMN_BLOCKS];
@@ -100,6 +111,7 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
         column[j].zb = _mm512_loadu_si512((const void *)(q->b_zero + n));
         column[j].column_term = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + n)),
                                                  _mm512_mullo_epi32(k, column[j].zb));
+        column[j].column_correction = _mm512_mullo_epi32(_mm512_set1_epi32(q->a_zero[0]), column[j].column_term);
         column[j].factor = _mm512_loadu_ps(q->column_factor + n);
         column[j].bs[0] = _mm512_loadu_pd(q->b_scale + n);
         column[j].bs[1] = _mm512_loadu_pd(q->b_scale + n + 8);
@@ -107,16 +119,16 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
     for (ptrdiff_t i = 0; i < t->rows; i++) {
         const ptrdiff_t m = t->m0 + i;
         const __m512i row_sum = _mm512_set1_epi32(t->row_sums[m]), za = _mm512_set1_epi32(q->a_zero[m]);
+        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)t->row_sums[m] * (uint32_t)q->b_zero[0]));
+        const __m512i zero_point = _mm512_set1_epi32((int32_t)q->out_zero_point[m]);
         const __m512 row_factor = _mm512_set1_ps(q->row_factor[m]);
         char *out = t->out + i * t->out_row;
         for (int j = 0; j < blocks; j++) {
-            /* Wrapping int32 arithmetic: exact, since the true sum fits in int32 (K <= 32768). */
-            __m512i acc = _mm512_load_si512((const void *)(dot + i * t->dot_stride + 16 * j));
-            acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(row_sum, column[j].zb));
-            acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(za, column[j].column_term));
+            const __m512i dots = _mm512_load_si512((const void *)(dot + i * t->dot_stride + 16 * j));
+            const __m512i acc = corrected_sums(dots, &column[j], row_correction, row_sum, za, q);
             const __m512 factors = _mm512_mul_ps(row_factor, column[j].factor);
-            __m128i bytes = requantize_16(acc, factors, column[j].bs, m, q, lo, hi);
-            /* Keep vpmovdb in registers: its memory form is microcoded and slow on AMD. */
+            __m128i bytes = requantize_16(acc, factors, column[j].bs, m, q, zero_point);
+            /* Keep vpmov*db in registers: its memory form is microcoded and slow on AMD. */
             __asm__("" : "+v"(bytes));
             if (column[j].mask == 0xffff)
                 _mm_storeu_si128((__m128i *)(out + 16 * j), bytes);
