@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from .errors import DmlError
 from .tensor import TensorDesc
 
-__all__ = ["buffer_bytes", "tensor_view", "byte_range"]
+__all__ = ["Binding", "buffer_bytes"]
 
 
 def buffer_bytes(buffer: object, where: str, *, writable: bool) -> np.ndarray:
@@ -29,30 +30,43 @@ def buffer_bytes(buffer: object, where: str, *, writable: bool) -> np.ndarray:
     return flat
 
 
-def tensor_view(memory: np.ndarray, desc: TensorDesc, where: str) -> np.ndarray:
-    """An ndarray of ``desc.sizes`` over ``memory`` (uint8) through the element strides.
+@dataclass(frozen=True)
+class Binding:
+    """How one tensor reads (or writes) its buffer: all that its description decides, worked out once.
 
     >>> from dmlq import DataType
-    >>> memory = np.arange(3, dtype=np.float32).view(np.uint8)
-    >>> tensor_view(memory, TensorDesc(DataType.FLOAT32, [2, 3], strides=[0, 1]), "x")
+    >>> binding = Binding.of(TensorDesc(DataType.FLOAT32, [2, 3], strides=[0, 1]), "x", writable=False)
+    >>> view, start = binding.bind(np.arange(3, dtype=np.float32))
+    >>> view
     array([[0., 1., 2.],
            [0., 1., 2.]], dtype=float32)
     """
-    dtype = desc.data_type.dtype
-    needed = desc.addressed_bytes
-    if memory.nbytes < needed:
-        raise DmlError(
-            f"{where}: buffer of {memory.nbytes} bytes is smaller than the {needed} bytes "
-            f"its tensor addresses"
-        )
-    typed = memory[:needed].view(dtype) if needed % dtype.itemsize == 0 else None
-    if typed is None or memory.ctypes.data % dtype.itemsize:
-        raise DmlError(f"{where}: buffer is not aligned to its {dtype.itemsize}-byte elements")
-    strides = tuple(stride * dtype.itemsize for stride in desc.element_strides)
-    return as_strided(typed, shape=desc.sizes, strides=strides, writeable=memory.flags.writeable)
 
+    where: str  # how errors name the tensor
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes
+    addressed_bytes: int  # from the first element to one past the last one addressed
+    alignment: int  # guaranteed_base_offset_alignment (0: none)
+    writable: bool
 
-def byte_range(memory: np.ndarray, desc: TensorDesc) -> tuple[int, int]:
-    """The [start, end) addresses a tensor reads or writes in its buffer."""
-    start = memory.ctypes.data
-    return start, start + desc.addressed_bytes
+    @classmethod
+    def of(cls, desc: TensorDesc, where: str, *, writable: bool) -> Binding:
+        dtype = desc.data_type.dtype
+        strides = tuple(stride * dtype.itemsize for stride in desc.element_strides)
+        return cls(where, dtype, tuple(desc.sizes), strides, desc.addressed_bytes,
+                   desc.guaranteed_base_offset_alignment, writable)  # fmt: skip
+
+    def bind(self, buffer: object) -> tuple[np.ndarray, int]:
+        """The tensor's ndarray view of ``buffer`` and the address where the buffer starts."""
+        memory = buffer_bytes(buffer, self.where, writable=self.writable)
+        start = memory.__array_interface__["data"][0]
+        if memory.nbytes < self.addressed_bytes:
+            raise DmlError(f"{self.where}: buffer of {memory.nbytes} bytes is smaller than the "
+                           f"{self.addressed_bytes} bytes its tensor addresses")  # fmt: skip
+        if start % self.dtype.itemsize or self.addressed_bytes % self.dtype.itemsize:
+            raise DmlError(f"{self.where}: buffer is not aligned to its {self.dtype.itemsize}-byte elements")
+        if self.alignment and start % self.alignment:
+            raise DmlError(f"{self.where}: buffer address is not a multiple of its {self.alignment}-byte "
+                           "guaranteed_base_offset_alignment")  # fmt: skip
+        return np.ndarray(self.shape, self.dtype, memory, 0, self.strides), start

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .buffers import buffer_bytes, byte_range, tensor_view
+from .buffers import Binding
 from .errors import DmlError
 from .kernels import KERNELS
 from .ops import OperatorDesc
@@ -73,6 +73,10 @@ class CompiledOperator:
         self._device = device
         self._kernel = KERNELS[type(desc)]
         self._reciprocal_division = device.reciprocal_division
+        where = f"{type(desc).__name__}.execute"
+        self._inputs = [_binding(desc, tensor_field.name, f"{where} inputs[{index}]", writable=False)
+                        for index, tensor_field in enumerate(desc.input_fields())]  # fmt: skip
+        self._output = _binding(desc, desc.output_fields()[0].name, f"{where} outputs[0]", writable=True)
 
     @property
     def desc(self) -> OperatorDesc:
@@ -105,37 +109,16 @@ class CompiledOperator:
                   outputs: Sequence[object]) -> tuple[dict[str, np.ndarray | None], np.ndarray]:  # fmt: skip
         """The input views by field name and the output view, every buffer checked."""
         name = type(self._desc).__name__
+        _check_count(name, "inputs", inputs, len(self._inputs))
+        _check_count(name, "outputs", outputs, 1)
         views, ranges = {}, {}
-        input_fields, output_fields = self._desc.input_fields(), self._desc.output_fields()
-        _check_count(name, "inputs", inputs, len(input_fields))
-        _check_count(name, "outputs", outputs, len(output_fields))
-        for index, (tensor_field, buffer) in enumerate(zip(input_fields, inputs)):
-            where = f"{name}.execute inputs[{index}] ({tensor_field.name})"
-            views[tensor_field.name] = self._bind(tensor_field.name, buffer, where, False, ranges)
-        out_field = output_fields[0]
-        where = f"{name}.execute outputs[0] ({out_field.name})"
-        out = self._bind(out_field.name, outputs[0], where, True, ranges)
-        self._check_aliasing(name, ranges, out_field.name)
+        for field, buffer in zip(self._inputs, inputs):
+            views[field[0]] = _bound(field, buffer, ranges)
+        out = _bound(self._output, outputs[0], ranges)
+        self._check_aliasing(name, ranges, self._output[0])
         return views, out
 
-    def _bind(self, field_name: str, buffer: object, where: str, writable: bool,
-              ranges: dict) -> np.ndarray | None:  # fmt: skip
-        desc = getattr(self._desc, field_name)
-        if desc is None:
-            if buffer is not None:
-                raise DmlError(f"{where}: the description has no {field_name} tensor; pass None")
-            return None
-        if buffer is None:
-            raise DmlError(f"{where}: a buffer is required for the {field_name} tensor")
-        memory = buffer_bytes(buffer, where, writable=writable)
-        alignment = desc.guaranteed_base_offset_alignment
-        if alignment and memory.ctypes.data % alignment:
-            raise DmlError(f"{where}: buffer address is not a multiple of its {alignment}-byte "
-                           "guaranteed_base_offset_alignment")  # fmt: skip
-        ranges[field_name] = byte_range(memory, desc)
-        return tensor_view(memory, desc, where)
-
-    def _check_aliasing(self, name: str, ranges: dict, out_name: str) -> None:
+    def _check_aliasing(self, name: str, ranges: dict[str, tuple[int, int]], out_name: str) -> None:
         out_start, out_end = ranges.pop(out_name)
         for field_name, (start, end) in ranges.items():
             if start >= out_end or out_start >= end:
@@ -148,6 +131,29 @@ class CompiledOperator:
                 else "this operator cannot run in place"
             )
             raise DmlError(f"{name}.execute: output overlaps input {field_name}; {rule}")
+
+
+_Field = tuple[str, str, "Binding | None"]  # name, how errors call it, its Binding (None: absent)
+
+
+def _binding(desc: OperatorDesc, field_name: str, where: str, *, writable: bool) -> _Field:
+    tensor = getattr(desc, field_name)
+    where = f"{where} ({field_name})"
+    return field_name, where, None if tensor is None else Binding.of(tensor, where, writable=writable)
+
+
+def _bound(field: _Field, buffer: object, ranges: dict[str, tuple[int, int]]) -> np.ndarray | None:
+    """The view of ``buffer`` for one field; its byte range goes into ``ranges``."""
+    field_name, where, binding = field
+    if binding is None:
+        if buffer is not None:
+            raise DmlError(f"{where}: the description has no {field_name} tensor; pass None")
+        return None
+    if buffer is None:
+        raise DmlError(f"{where}: a buffer is required for the {field_name} tensor")
+    view, start = binding.bind(buffer)
+    ranges[field_name] = start, start + binding.addressed_bytes
+    return view
 
 
 def _refusal(message: str, level: FeatureLevel) -> DmlError:
