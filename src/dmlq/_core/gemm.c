@@ -150,17 +150,10 @@ void dmlq_gemm_requantize_portable(const int32_t *dot, const gemm_tile *tile, co
     store_requantized(wide, tile, q);
 }
 
-const gemm_kernels dmlq_gemm_portable = {GEMM_MR,
-                                         GEMM_NR,
-                                         1,
-                                         4,
-                                         dot_portable,
-                                         dmlq_gemm_requantize_portable,
-                                         NULL,
-                                         dmlq_gemm_row_sums_portable,
-                                         dmlq_gemm_column_sums_portable,
-                                         NULL,
-                                         NULL};
+const gemm_kernels dmlq_gemm_portable = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
+                                         .dot = dot_portable, .requantize = dmlq_gemm_requantize_portable,
+                                         .row_sums = dmlq_gemm_row_sums_portable,
+                                         .column_sums = dmlq_gemm_column_sums_portable};
 
 /* ---- driver --------------------------------------------------------------------------------------- */
 

@@ -96,19 +96,13 @@ static void dot_amx(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t 
 
 DMLQ_END_TARGET
 
-const gemm_kernels dmlq_gemm_amx = {AMX_MR,
-                                    AMX_NR,
-                                    16,
-                                    4 * AMX_MR,
-                                    dot_amx,
-                                    dmlq_gemm_requantize_vnni,
-                                    pack_a_amx,
-                                    dmlq_gemm_row_sums_vnni,
-                                    dmlq_gemm_column_sums_vnni,
-                                    begin_amx,
-                                    end_amx};
+/* Steps of 16 groups (64 k); A' panels in the step layout, group g at 4 * AMX_MR * g bytes. */
+const gemm_kernels dmlq_gemm_amx = {.mr = AMX_MR, .nr = AMX_NR, .group_multiple = 16, .a_group_bytes = 4 * AMX_MR,
+                                    .dot = dot_amx, .requantize = dmlq_gemm_requantize_vnni, .pack_a = pack_a_amx,
+                                    .row_sums = dmlq_gemm_row_sums_vnni, .column_sums = dmlq_gemm_column_sums_vnni,
+                                    .begin = begin_amx, .end = end_amx};
 #elif DMLQ_X86
-const gemm_kernels dmlq_gemm_amx = {AMX_MR, AMX_NR, 16, 4 * AMX_MR, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+const gemm_kernels dmlq_gemm_amx = {.mr = AMX_MR, .nr = AMX_NR, .group_multiple = 16, .a_group_bytes = 4 * AMX_MR};
 #endif
 
 int dmlq_gemm_amx_compiled(void) { return DMLQ_HAVE_AMX; }

@@ -35,17 +35,10 @@ static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
                                tile + half * HALF_ROWS * GEMM_NR + column);
 }
 
-const gemm_kernels dmlq_gemm_avx2 = {GEMM_MR,
-                                     GEMM_NR,
-                                     1,
-                                     4,
-                                     dot_avx2,
-                                     dmlq_gemm_requantize_portable,
-                                     NULL,
-                                     dmlq_gemm_row_sums_portable,
-                                     dmlq_gemm_column_sums_portable,
-                                     NULL,
-                                     NULL};
+const gemm_kernels dmlq_gemm_avx2 = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
+                                     .dot = dot_avx2, .requantize = dmlq_gemm_requantize_portable,
+                                     .row_sums = dmlq_gemm_row_sums_portable,
+                                     .column_sums = dmlq_gemm_column_sums_portable};
 
 DMLQ_END_TARGET
 #endif

@@ -162,17 +162,10 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
     }
 }
 
-const gemm_kernels dmlq_gemm_vnni = {GEMM_MR,
-                                     GEMM_NR,
-                                     1,
-                                     4,
-                                     dot_vnni,
-                                     dmlq_gemm_requantize_vnni,
-                                     NULL,
-                                     dmlq_gemm_row_sums_vnni,
-                                     dmlq_gemm_column_sums_vnni,
-                                     NULL,
-                                     NULL};
+const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
+                                     .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
+                                     .row_sums = dmlq_gemm_row_sums_vnni,
+                                     .column_sums = dmlq_gemm_column_sums_vnni};
 
 DMLQ_END_TARGET
 #endif
