@@ -68,7 +68,7 @@ typedef struct {
      * (else panels are rows of `lda` bytes, read in place where possible, gemm.c). */
     void (*pack_a)(uint8_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t groups, ptrdiff_t a_row,
                    ptrdiff_t a_col, uint8_t flip, int32_t *row_sums);
-    /* `rows` sums of k bytes, rows lda bytes apart. */
+    /* `rows` sums of k bytes, rows lda bytes apart (for panels that pack_a does not pack). */
     void (*row_sums)(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums);
     /* The sums of a packed B panel of `columns` columns. */
     void (*column_sums)(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);

@@ -99,7 +99,7 @@ DMLQ_END_TARGET
 /* Steps of 16 groups (64 k); A' panels in the step layout, group g at 4 * AMX_MR * g bytes. */
 const gemm_kernels dmlq_gemm_amx = {.mr = AMX_MR, .nr = AMX_NR, .group_multiple = 16, .a_group_bytes = 4 * AMX_MR,
                                     .dot = dot_amx, .requantize = dmlq_gemm_requantize_vnni, .pack_a = pack_a_amx,
-                                    .row_sums = dmlq_gemm_row_sums_vnni, .column_sums = dmlq_gemm_column_sums_vnni,
+                                    .column_sums = dmlq_gemm_column_sums_vnni,
                                     .begin = begin_amx, .end = end_amx};
 #elif DMLQ_X86
 const gemm_kernels dmlq_gemm_amx = {.mr = AMX_MR, .nr = AMX_NR, .group_multiple = 16, .a_group_bytes = 4 * AMX_MR};
