@@ -83,7 +83,6 @@ extern const gemm_kernels dmlq_gemm_avx2;
 extern const gemm_kernels dmlq_gemm_vnni;
 extern const gemm_kernels dmlq_gemm_amx; /* its `dot` is NULL where the compiler has no AMX */
 void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
-void dmlq_gemm_row_sums_vnni(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums);
 void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
 #endif
 

@@ -139,7 +139,7 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
 }
 
 /* Row sums by vpsadbw (sums of 8 bytes each) over 64-byte chunks. */
-void dmlq_gemm_row_sums_vnni(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums) {
+static void row_sums_vnni(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums) {
     for (int m = 0; m < rows; m++) {
         const uint8_t *row = a + m * lda;
         __m512i acc = _mm512_setzero_si512();
@@ -164,7 +164,7 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
 
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
                                      .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
-                                     .row_sums = dmlq_gemm_row_sums_vnni,
+                                     .row_sums = row_sums_vnni,
                                      .column_sums = dmlq_gemm_column_sums_vnni};
 
 DMLQ_END_TARGET
