@@ -239,11 +239,7 @@ def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
     if array is None:
         return None
     shape = shape or (1,)
-    if array.shape == shape:
-        return array
-    if array.size == 1 and array.flags.c_contiguous:  # a per-tensor operand, built cheaply
-        return np.ndarray(shape, array.dtype, array, 0, (0,) * len(shape))
-    return np.broadcast_to(array, shape)
+    return array if array.shape == shape else np.broadcast_to(array, shape)
 
 
 def _at_least_1d(out: np.ndarray) -> np.ndarray:

@@ -60,6 +60,9 @@ void dmlq_barrier(int threads); /* all `threads` threads of the running task mee
 /* The next unit of work: atomically returns *counter and increments it. Threads claim units
  * dynamically, so a thread the OS descheduled delays only the unit it holds. */
 ptrdiff_t dmlq_claim(ptrdiff_t *counter);
+/* A flag that one thread at a time holds: 1 when this call took it (it was 0), 0 when it is held. */
+int dmlq_take_flag(long *flag);
+void dmlq_give_flag(long *flag);
 
 /* ---- element-wise operators ---------------------------------------------------------------- */
 

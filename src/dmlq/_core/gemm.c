@@ -452,12 +452,12 @@ enum { WORKSPACE_MAX_BYTES = 64 << 20 };
 static struct {
     char *memory;
     size_t bytes;
-    int busy;
+    long busy;
 } workspace;
 
 static char *workspace_take(size_t bytes, int *kept) {
     *kept = 0;
-    if (__atomic_exchange_n(&workspace.busy, 1, __ATOMIC_ACQUIRE)) return allocate(bytes);
+    if (!dmlq_take_flag(&workspace.busy)) return allocate(bytes);
     if (workspace.bytes < bytes) {
         release(workspace.memory);
         workspace.memory = bytes <= WORKSPACE_MAX_BYTES ? allocate(bytes) : NULL;
@@ -467,13 +467,13 @@ static char *workspace_take(size_t bytes, int *kept) {
         *kept = 1;
         return workspace.memory;
     }
-    __atomic_store_n(&workspace.busy, 0, __ATOMIC_RELEASE);
+    dmlq_give_flag(&workspace.busy);
     return allocate(bytes);
 }
 
 static void workspace_give(char *memory, int kept) {
     if (kept)
-        __atomic_store_n(&workspace.busy, 0, __ATOMIC_RELEASE);
+        dmlq_give_flag(&workspace.busy);
     else
         release(memory);
 }

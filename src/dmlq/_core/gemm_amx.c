@@ -61,8 +61,8 @@ static void pack_a_amx(uint8_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k,
                 for (ptrdiff_t i = 0; i < count; i++) gathered[i] = row[(k0 + i) * a_col];
                 source = gathered;
             }
-            const __m512i bytes = _mm512_maskz_xor_epi32(~(__mmask16)0, _mm512_maskz_loadu_epi8(real, source),
-                                                         _mm512_maskz_mov_epi8(real, flips));
+            const __m512i bytes = _mm512_xor_si512(_mm512_maskz_loadu_epi8(real, source),
+                                                   _mm512_maskz_mov_epi8(real, flips)); /* padding stays 0 */
             _mm512_store_si512((void *)(dst + s * A_STEP_BYTES + r * STEP), bytes);
             sum = _mm512_add_epi64(sum, _mm512_sad_epu8(bytes, zero));
         }

@@ -160,6 +160,10 @@ void dmlq_barrier(int threads) {
 
 ptrdiff_t dmlq_claim(ptrdiff_t *counter) { return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED); }
 
+int dmlq_take_flag(long *flag) { return __atomic_exchange_n(flag, 1L, __ATOMIC_ACQUIRE) == 0; }
+
+void dmlq_give_flag(long *flag) { __atomic_store_n(flag, 0L, __ATOMIC_RELEASE); }
+
 #else /* OpenMP (MSVC) or one thread */
 
 #ifdef _OPENMP
@@ -195,6 +199,22 @@ ptrdiff_t dmlq_claim(ptrdiff_t *counter) {
     return (ptrdiff_t)_InterlockedExchangeAdd64((volatile long long *)counter, 1);
 #else
     return (*counter)++; /* one thread */
+#endif
+}
+
+int dmlq_take_flag(long *flag) {
+#if defined(_MSC_VER) && !defined(__clang__)
+    return _InterlockedExchange((volatile long *)flag, 1L) == 0;
+#else
+    return (*flag)++ == 0; /* one thread */
+#endif
+}
+
+void dmlq_give_flag(long *flag) {
+#if defined(_MSC_VER) && !defined(__clang__)
+    _InterlockedExchange((volatile long *)flag, 0L);
+#else
+    *flag = 0;
 #endif
 }
 
