@@ -156,10 +156,10 @@ typedef struct {
 /* 0 on success, -1 when memory runs out. */
 int dmlq_gemm(const dmlq_gemm_problem *problem, int threads);
 
-/* np.maximum / np.minimum with a constant first operand: NaN propagates, equal values give the
- * second operand (what NumPy returns for 0.0 against -0.0). */
-static inline double dmlq_np_maximum(double constant, double x) { return x != x ? x : (constant > x ? constant : x); }
-static inline double dmlq_np_minimum(double constant, double x) { return x != x ? x : (constant < x ? constant : x); }
+/* max(0, x) and min(x, limit) as dmlq.activations writes them: NaN and a zero of either sign pass
+ * through unchanged (not NumPy's maximum, whose zero sign differs between x86-64 and ARM64). */
+static inline double dmlq_at_least_zero(double x) { return x < 0.0 ? 0.0 : x; }
+static inline double dmlq_at_most(double x, double limit) { return x > limit ? limit : x; }
 
 /* A uint8 or int8 value as float32. */
 static inline float dmlq_byte_value(const char *p, int is_signed) {
