@@ -65,7 +65,8 @@ def test_the_build_says_in_one_line_why_amx_is_left_out(capsys):
     command.compiler = StubCompiler(refused="_tile_dpbusd")
     assert command._amx_macros([]) == [("DMLQ_NO_AMX", None)]
     assert capsys.readouterr().err == (
-        "dmlq: building without the AMX kernel: the compiler or its assembler does not know the AMX instructions\n"
+        "dmlq: building without the AMX kernel: the compiler or its assembler does not know the AMX"
+        " instructions\n"
     )
 
 
@@ -84,6 +85,7 @@ def test_this_machines_compiler_passes_both_probes(real_compiler):
 
 @pytest.mark.parametrize("version", ["-D__GNUC__=10", "-D__clang__ -D__clang_major__=13"])
 def test_the_version_probe_refuses_gcc_10_and_clang_13(real_compiler, version):
-    pretend = ["-U__GNUC__", "-U__clang__", "-U__clang_major__", "-Wno-builtin-macro-redefined", *version.split()]
+    forget_own = ["-U__GNUC__", "-U__clang__", "-U__clang_major__", "-Wno-builtin-macro-redefined"]
+    pretend = [*forget_own, *version.split()]
     reason = setup_script.amx_left_out_because(real_compiler, pretend)
     assert reason is not None and "known to build it correctly" in reason
