@@ -26,7 +26,7 @@ static int amx_usable(void) {
     if ((edx & (amx_tile | amx_int8)) != (amx_tile | amx_int8)) return 0;
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
-#else
+#elif DMLQ_X86
 static int amx_usable(void) { return 0; }
 #endif
 
