@@ -40,7 +40,7 @@ native_build_and_test() {
     mkdir -p "$copy" && cp -r setup.py pyproject.toml README.md src tests "$copy"/
     rm -f "$copy"/src/dmlq/_core.*.so "$copy"/src/dmlq/_core.*.pyd
     if ! (cd "$copy" && CC=$cc "$PYTHON" setup.py -q build_ext --inplace >"$WORK/$cc.log" 2>&1); then
-        record "build with $cc + kernel tests (every level)" FAIL "build failed: $(tail -n 3 "$WORK/$cc.log" | tr '\n' ' ')"
+        record "build with $cc + kernel tests (every level)" FAIL "build failed: $(grep -m1 'error' "$WORK/$cc.log")"
         return
     fi
     local levels result
