@@ -73,6 +73,39 @@ class Activation(abc.ABC):
         """The activation's formula; NaN in gives NaN out."""
 
 
+def _at_least_zero(x: np.ndarray) -> np.ndarray:
+    """max(0, x), with NaN and a zero of either sign passing through unchanged.
+
+    Written out rather than ``np.maximum(0.0, x)``, whose zero sign NumPy picks per CPU (-0.0 on
+    x86-64, +0.0 on ARM64), so the reference gives the same bits everywhere.
+
+    >>> _at_least_zero(np.array([-2.0, -0.0, 3.0, np.nan]))
+    array([ 0., -0.,  3., nan])
+    """
+    return np.where(x < 0.0, 0.0, x)
+
+
+def _at_most(x: np.ndarray, limit: float) -> np.ndarray:
+    """min(x, limit), with NaN and a zero of either sign passing through unchanged (as ``_at_least_zero``).
+
+    >>> _at_most(np.array([-2.0, 0.0, 3.0, np.nan]), 0.0)
+    array([-2.,  0.,  0., nan])
+    """
+    return np.where(x > limit, limit, x)
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
+    """tanh, with NaN giving the default NaN (positive, no payload).
+
+    NumPy's own tanh returns the default NaN only on CPUs with its vectorised path (AVX2 and FMA3)
+    and the input NaN elsewhere; this is the same everywhere.
+
+    >>> np.signbit(_tanh(np.array([-np.nan, -1.0])))
+    array([False,  True])
+    """
+    return np.where(np.isnan(x), np.nan, np.tanh(x))
+
+
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # halfway past float32's largest value: rounds to infinity
 
 
@@ -116,7 +149,7 @@ class Identity(Activation):
 @dataclass(frozen=True)
 class Relu(Activation):
     def _formula(self, x):
-        return np.where(x < 0, 0.0, x)  # NaN stays NaN
+        return _at_least_zero(x)
 
 
 @_activation("leaky_relu", "ACTIVATION_LEAKY_RELU", 39, dml_fields=("Alpha",))
@@ -152,7 +185,7 @@ class Celu(Activation):
     alpha: float = 1.0
 
     def _formula(self, x, alpha):
-        return np.maximum(0.0, x) + np.minimum(0.0, alpha * np.expm1(x / alpha))
+        return _at_least_zero(x) + _at_most(alpha * np.expm1(x / alpha), 0.0)
 
 
 @_activation("scaled_elu", "ACTIVATION_SCALED_ELU", 45, dml_fields=("Alpha", "Gamma"))
@@ -179,14 +212,14 @@ class HardSigmoid(Activation):
     beta: float = 0.5
 
     def _formula(self, x, alpha, beta):
-        return np.maximum(0.0, np.minimum(alpha * x + beta, 1.0))
+        return _at_least_zero(_at_most(alpha * x + beta, 1.0))
 
 
 @_activation("tanh", "ACTIVATION_TANH", 51)
 @dataclass(frozen=True)
 class Tanh(Activation):
     def _formula(self, x):
-        return np.tanh(x)
+        return _tanh(x)
 
 
 @_activation("scaled_tanh", "ACTIVATION_SCALED_TANH", 46, dml_fields=("Alpha", "Beta"))
@@ -196,7 +229,7 @@ class ScaledTanh(Activation):
     beta: float = 0.5
 
     def _formula(self, x, alpha, beta):
-        return alpha * np.tanh(beta * x)
+        return alpha * _tanh(beta * x)
 
 
 @_activation("linear", "ACTIVATION_LINEAR", 40, dml_fields=("Alpha", "Beta"))

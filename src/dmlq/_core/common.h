@@ -11,6 +11,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* No contraction of a * b + c into one fused multiply-add: the reference rounds the product.
+ * GCC ignores both pragmas and defines no macro that tells; setup.py passes -ffp-contract=off. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(_MSC_VER)
+#pragma fp_contract(off)
+#endif
+
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define DMLQ_X86 1
 #include <immintrin.h>
@@ -148,10 +156,10 @@ typedef struct {
 /* 0 on success, -1 when memory runs out. */
 int dmlq_gemm(const dmlq_gemm_problem *problem, int threads);
 
-/* np.maximum / np.minimum with a constant first operand: NaN propagates, equal values give the
- * second operand (what NumPy returns for 0.0 against -0.0). */
-static inline double dmlq_np_maximum(double constant, double x) { return x != x ? x : (constant > x ? constant : x); }
-static inline double dmlq_np_minimum(double constant, double x) { return x != x ? x : (constant < x ? constant : x); }
+/* max(0, x) and min(x, limit) as dmlq.activations writes them: NaN and a zero of either sign pass
+ * through unchanged (not NumPy's maximum, whose zero sign differs between x86-64 and ARM64). */
+static inline double dmlq_at_least_zero(double x) { return x < 0.0 ? 0.0 : x; }
+static inline double dmlq_at_most(double x, double limit) { return x > limit ? limit : x; }
 
 /* A uint8 or int8 value as float32. */
 static inline float dmlq_byte_value(const char *p, int is_signed) {

@@ -1,8 +1,17 @@
 /* Which instruction sets this CPU (and its operating system) offers, decided once at run time. */
 #include "common.h"
 
-#if DMLQ_X86 && defined(__linux__)
+#if DMLQ_X86
 #include <cpuid.h>
+
+/* F16C from CPUID (leaf 1, ECX bit 29): clang before 18 refuses __builtin_cpu_supports("f16c"). */
+static int f16c_supported(void) {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
+}
+#endif
+
+#if DMLQ_X86 && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,7 +26,7 @@ static int amx_usable(void) {
     if ((edx & (amx_tile | amx_int8)) != (amx_tile | amx_int8)) return 0;
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
-#else
+#elif DMLQ_X86
 static int amx_usable(void) { return 0; }
 #endif
 
@@ -28,7 +37,7 @@ int dmlq_detected_level(void) {
         int level = DMLQ_PORTABLE;
 #if DMLQ_X86
         __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) level = DMLQ_LEVEL_AVX2;
+        if (__builtin_cpu_supports("avx2") && f16c_supported()) level = DMLQ_LEVEL_AVX2;
         if (level == DMLQ_LEVEL_AVX2 && __builtin_cpu_supports("avx512f") &&
             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
             __builtin_cpu_supports("avx512dq"))

@@ -8,13 +8,16 @@
  * cases one thread computes each output element, with the same arithmetic.
  */
 #include <stdlib.h>
+#if defined(_WIN32)
+#include <malloc.h>
+#endif
 
 #include "gemm.h"
 
 enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 
 static void *allocate(size_t bytes) {
-#if defined(_MSC_VER)
+#if defined(_WIN32) /* MSVC, mingw-w64 and clang-cl alike: no posix_memalign */
     return _aligned_malloc(bytes ? bytes : 64, 64);
 #else
     void *memory = NULL;
@@ -23,7 +26,7 @@ static void *allocate(size_t bytes) {
 }
 
 static void release(void *memory) {
-#if defined(_MSC_VER)
+#if defined(_WIN32)
     _aligned_free(memory);
 #else
     free(memory);

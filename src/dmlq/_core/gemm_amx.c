@@ -4,13 +4,13 @@
  * tiles are 2 KiB in a row, and a panel one stream through the caches; the packed B' panel
  * ([group][32][4]) is the layout of a B tile (16 groups per tile, one per row), a step's two B tiles
  * 2 KiB in a row too. K is padded to whole steps of 64 with zeros.
- * Requantization and the sums are the AVX-512 ones. Built where the compiler knows AMX (GCC 11,
- * clang 12) on Linux, whose kernel must grant the tile state to the process (cpu.c).
+ * Requantization and the sums are the AVX-512 ones. Built on Linux, whose kernel must grant the tile
+ * state to the process (cpu.c), unless setup.py's probe defines DMLQ_NO_AMX (a compiler not known to
+ * build this correctly, or an assembler without the AMX instructions).
  */
 #include "gemm.h"
 
-#if DMLQ_X86 && defined(__linux__) && \
-    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
+#if DMLQ_X86 && defined(__linux__) && !defined(DMLQ_NO_AMX)
 #define DMLQ_HAVE_AMX 1
 #else
 #define DMLQ_HAVE_AMX 0

@@ -158,19 +158,10 @@ void dmlq_barrier(int threads) {
     }
 }
 
-ptrdiff_t dmlq_claim(ptrdiff_t *counter) { return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED); }
-
-int dmlq_take_flag(long *flag) { return __atomic_exchange_n(flag, 1L, __ATOMIC_ACQUIRE) == 0; }
-
-void dmlq_give_flag(long *flag) { __atomic_store_n(flag, 0L, __ATOMIC_RELEASE); }
-
-#else /* OpenMP (MSVC) or one thread */
+#else /* Windows (or a compiler without pthreads here): OpenMP when the compiler has it, else one thread */
 
 #ifdef _OPENMP
 #include <omp.h>
-#endif
-#if defined(_MSC_VER) && !defined(__clang__)
-#include <intrin.h>
 #endif
 
 void dmlq_threads_init(void) {}
@@ -194,28 +185,28 @@ void dmlq_barrier(int threads) {
 #endif
 }
 
+#endif
+
+/* Threads of a task and Python threads that released the GIL share these: atomic with every compiler
+ * (GCC, clang and clang-cl have the __atomic builtins, MSVC its Interlocked intrinsics). */
+#if defined(__GNUC__) || defined(__clang__)
+
+ptrdiff_t dmlq_claim(ptrdiff_t *counter) { return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED); }
+
+int dmlq_take_flag(long *flag) { return __atomic_exchange_n(flag, 1L, __ATOMIC_ACQUIRE) == 0; }
+
+void dmlq_give_flag(long *flag) { __atomic_store_n(flag, 0L, __ATOMIC_RELEASE); }
+
+#else
+
+#include <intrin.h>
+
 ptrdiff_t dmlq_claim(ptrdiff_t *counter) {
-#if defined(_MSC_VER) && !defined(__clang__)
     return (ptrdiff_t)_InterlockedExchangeAdd64((volatile long long *)counter, 1);
-#else
-    return (*counter)++; /* one thread */
-#endif
 }
 
-int dmlq_take_flag(long *flag) {
-#if defined(_MSC_VER) && !defined(__clang__)
-    return _InterlockedExchange((volatile long *)flag, 1L) == 0;
-#else
-    return (*flag)++ == 0; /* one thread */
-#endif
-}
+int dmlq_take_flag(long *flag) { return _InterlockedExchange((volatile long *)flag, 1L) == 0; }
 
-void dmlq_give_flag(long *flag) {
-#if defined(_MSC_VER) && !defined(__clang__)
-    _InterlockedExchange((volatile long *)flag, 0L);
-#else
-    *flag = 0;
-#endif
-}
+void dmlq_give_flag(long *flag) { _InterlockedExchange((volatile long *)flag, 0L); }
 
 #endif

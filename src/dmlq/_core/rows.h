@@ -263,9 +263,7 @@ static void activate(float *v, ptrdiff_t n, const dmlq_add_params *P) {
         return;
     case DMLQ_ACT_HARD_SIGMOID:
         for (ptrdiff_t i = 0; i < n; i++) {
-            double t = a * (double)v[i] + b;
-            t = t != t ? t : (t < 1.0 ? t : 1.0); /* np.minimum(t, 1.0): equal values give 1.0 either way */
-            v[i] = (float)dmlq_np_maximum(0.0, t);
+            v[i] = (float)dmlq_at_least_zero(dmlq_at_most(a * (double)v[i] + b, 1.0));
         }
         return;
     case DMLQ_ACT_SOFTSIGN:
