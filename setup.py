@@ -56,7 +56,10 @@ core = Extension(
     sources=sorted(str(path) for path in CORE.glob("*.c")),
     depends=sorted(str(path) for path in CORE.glob("*.h")),
     include_dirs=[numpy.get_include(), str(CORE)],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_23_API_VERSION")],
+    define_macros=[
+        ("NPY_NO_DEPRECATED_API", "NPY_1_23_API_VERSION"),
+        ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION"),
+    ],  # fmt: skip
 )
 
 setup(ext_modules=[core], cmdclass={"build_ext": BuildCore})
