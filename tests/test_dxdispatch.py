@@ -100,7 +100,7 @@ def test_malformed_json_names_line_and_column():
     [
         ('{"resources": {"A": {}, "A": {}}}', 'Duplicate key "A"'),
         ("", "Empty strings are not legal JSON5"),
-        ("[" + "9" * 5000 + "]", "Exceeds the limit (4300 digits)"),
+        ("[" + "9" * 5000 + "]", "Exceeds the limit (4300"),  # Python 3.10 and 3.11 word the rest apart
         ("[" * 1000 + "]" * 1000, "nested too deeply"),
     ],
     ids=["duplicate key", "empty", "5000 digits", "1000 deep"],

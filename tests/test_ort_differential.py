@@ -17,6 +17,11 @@ Measured with onnxruntime 1.31.1 (seeded data below):
 * ORT refuses per-row a_scale / y_scale in QLinearMatMul, which DirectML (and dmlq) accept.
 * On a CPU without VNNI, ORT's u8 x s8 QLinearMatMul saturates each pair of products to int16
   (``ort_int8.py``): there the test checks dmlq against the exact formula and ORT against that model.
+
+Older ORT (the newest on Python 3.10 is 1.23.2) differs where later releases were fixed, so those
+cases are skipped there: float16 QuantizeLinear is bit-identical from 1.30.0 (1.29.0 rounds some
+elements the other way), and a nonzero int32 zero point in DequantizeLinear runs from 1.24.4
+(1.23.2 refuses it).
 """
 
 from __future__ import annotations
@@ -25,11 +30,17 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
+from packaging.version import Version
 
 import dmlq
 from ort_int8 import pair_saturating_products, u8s8_saturates
 
 ORT_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+
+
+def skip_before_onnxruntime(version: str, difference: str) -> None:
+    if Version(ort.__version__) < Version(version):
+        pytest.skip(f"onnxruntime {ort.__version__} {difference} (as dmlq from {version} on)")
 
 
 def one_node_session(op_type: str, feeds: dict[str, np.ndarray], domain: str = "", activation=None, **attrs):
@@ -73,6 +84,8 @@ def near_tie(value: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("x_dtype", [np.float32, np.float16])
 def test_quantize_per_tensor(dtype, x_dtype, rng: np.random.Generator) -> None:
+    if x_dtype == np.float16:
+        skip_before_onnxruntime("1.30.0", "rounds float16 QuantizeLinear differently")
     x = (rng.standard_normal((64, 100)) * 60).astype(x_dtype)
     x.ravel()[:6] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]
     scale, zero_point = scalar(0.37, x_dtype), scalar(3, dtype)
@@ -103,6 +116,8 @@ def test_quantize_without_zero_point_is_uint8(rng: np.random.Generator) -> None:
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32])
 @pytest.mark.parametrize("scale_dtype", [np.float32, np.float16])
 def test_dequantize(dtype, scale_dtype, rng: np.random.Generator) -> None:
+    if dtype == np.int32:
+        skip_before_onnxruntime("1.24.4", "refuses a nonzero int32 zero point")
     info = np.iinfo(dtype)
     q = rng.integers(max(info.min, -(2**20)), min(info.max, 2**20), (8, 300), endpoint=True).astype(dtype)
     scale = rng.uniform(0.01, 0.2, 8).astype(scale_dtype)

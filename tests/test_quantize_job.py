@@ -1,7 +1,8 @@
 """``dmlq quantize`` / ``dmlq dequantize``: Zarr and .npy in and out, chunk by chunk.
 
 Two runs go through the real command line in a subprocess (Zarr and .npy each read and written);
-the other cases call the same ``main`` in this process, which spares Dask's import time.
+the other cases call the same ``main`` in this process, which spares Dask's import time. Zarr 3
+needs Python 3.11: without zarr, the cases with a Zarr path are skipped and the .npy ones still run.
 """
 
 from __future__ import annotations
@@ -15,14 +16,22 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
-import tomllib
-import zarr
 from distributed import LocalCluster
 from packaging.requirements import Requirement
 
 import dmlq
 from dmlq.chunked import NpyFile, quantize_file
 from dmlq.cli import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+try:
+    import zarr
+except ImportError:
+    zarr = None
 
 SCALES = np.float32([0.5, 0.25, 1.0, 2.0, 0.75, 0.1])
 ZERO_POINTS = np.int8([0, -3, 4, 100, -128, 127])
@@ -31,6 +40,13 @@ PER_CHANNEL = ["--scale", ",".join(map(str, SCALES)), f"--zero-point={','.join(m
 TINY_CHUNKS = ["--chunk-mb", "0.0002"]  # 200 bytes: several chunks of the small test arrays
 SMALLER_THAN_A_ZARR_CHUNK = 0.001  # 1 KiB, below the 1.5 KiB Zarr chunks of big_chunks
 ROOT = Path(__file__).parents[1]
+WITHOUT_ZARR = "Zarr arrays need Python >= 3.11 and zarr >= 3"
+
+
+def skip_without_zarr(*paths: str) -> None:
+    """Skip the test if one of ``paths`` is a Zarr array (a path not ending in .npy) and zarr is absent."""
+    if any(not path.endswith(".npy") for path in paths):
+        pytest.importorskip("zarr", reason=WITHOUT_ZARR)
 
 
 def dmlq_cli(*args: object) -> subprocess.CompletedProcess:
@@ -48,16 +64,18 @@ def save_zarr(path, values: np.ndarray, chunks: tuple[int, ...]) -> None:
 
 @pytest.fixture
 def data(tmp_path):
-    """A float32 array with ties, NaN and infinities, saved as .npy and as a chunked Zarr array."""
+    """A float32 array with ties, NaN and infinities, saved as .npy and, with zarr, as chunked Zarr."""
     rng = np.random.default_rng(5)
     x = (rng.integers(-700, 700, size=(37, 6)) / 4).astype(np.float32)
     x[3, 2], x[5, 1], x[30, 4] = np.nan, np.inf, -np.inf
     np.save(tmp_path / "x.npy", x)
-    save_zarr(tmp_path / "x.zarr", x, (5, 4))
+    if zarr is not None:
+        save_zarr(tmp_path / "x.zarr", x, (5, 4))
     return x
 
 
 def test_quantize_then_dequantize_through_the_command_line(tmp_path, data):
+    skip_without_zarr("q.zarr")
     quantize = dmlq_cli("quantize", tmp_path / "x.npy", tmp_path / "q.zarr", *PER_CHANNEL, *TINY_CHUNKS)
     assert quantize.returncode == 0, quantize.stderr
     assert "100% Completed" in quantize.stderr and quantize.stdout == ""
@@ -74,6 +92,7 @@ def test_quantize_then_dequantize_through_the_command_line(tmp_path, data):
 
 @pytest.mark.parametrize("source, target", [("x.zarr", "q.npy"), ("x.zarr", "q.zarr"), ("x.npy", "q.npy")])
 def test_quantize_per_channel_equals_the_numpy_layer(tmp_path, data, capsys, source, target):
+    skip_without_zarr(source, target)
     assert main(["quantize", str(tmp_path / source), str(tmp_path / target), *PER_CHANNEL,
                  *TINY_CHUNKS]) == 0  # fmt: skip
     assert "100% Completed" in capsys.readouterr().err
@@ -85,6 +104,7 @@ def test_quantize_per_channel_equals_the_numpy_layer(tmp_path, data, capsys, sou
 
 @pytest.mark.parametrize("source, target", [("q.npy", "y.zarr"), ("q.zarr", "y.zarr")])
 def test_dequantize_equals_the_numpy_layer(tmp_path, data, source, target):
+    skip_without_zarr(source, target)
     quantized = dmlq.quantize_linear(data, 0.5, np.uint8(128))
     np.save(tmp_path / "q.npy", quantized)
     save_zarr(tmp_path / "q.zarr", quantized, (10, 3))
@@ -98,6 +118,7 @@ def test_dequantize_equals_the_numpy_layer(tmp_path, data, source, target):
 @pytest.fixture
 def big_chunks(tmp_path):
     """A float32 array saved as .npy and as a Zarr array whose chunks exceed SMALLER_THAN_A_ZARR_CHUNK."""
+    skip_without_zarr("x.zarr")
     x = (np.random.default_rng(9).random((96, 80), dtype=np.float32) * 200 - 100).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     save_zarr(tmp_path / "x.zarr", x, (24, 16))
@@ -154,6 +175,7 @@ def test_npy_blocks_are_contiguous_byte_ranges(tmp_path, monkeypatch, order, sha
     (["x.zarr", "q.npy", "--scale", "1", "--scheduler", "tcp://127.0.0.1:9"], "127.0.0.1:9"),
 ])  # fmt: skip
 def test_errors_are_one_line_with_exit_status_2_and_no_output(tmp_path, data, capsys, arguments, message):
+    skip_without_zarr(*arguments[:2])
     paths = [str(tmp_path / a) if a.startswith(("x.", "q.", "missing")) else a for a in arguments]
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         assert main(["quantize", *paths]) == 2
@@ -204,7 +226,28 @@ def test_without_dask_the_command_says_which_extra_to_install(tmp_path, data):
             f"sys.exit(main(['quantize', {str(tmp_path / 'x.npy')!r}, {str(tmp_path / 'q.npy')!r}, "
             "'--scale', '1']))")  # fmt: skip
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and "pip install 'dmlq[dask]'" in run.stderr
+    assert run.returncode == 2 and "dask extra: python -m pip install '.[dask]'" in run.stderr
+
+
+@pytest.mark.parametrize("source, target", [("x.zarr", "q.npy"), ("x.npy", "q.zarr")])
+def test_without_zarr_a_zarr_path_is_one_clear_error(tmp_path, capsys, monkeypatch, source, target):
+    np.save(tmp_path / "x.npy", np.ones(3, np.float32))
+    (tmp_path / "x.zarr").mkdir()
+    monkeypatch.setitem(sys.modules, "zarr", None)  # what Python 3.10 sees: zarr 3 does not install there
+    with pytest.raises(dmlq.DmlError, match=f"{target if source == 'x.npy' else source}: {WITHOUT_ZARR}"):
+        quantize_file(tmp_path / source, tmp_path / target, 0.5, progress=False)
+    assert main(["quantize", str(tmp_path / source), str(tmp_path / target), "--scale", "0.5"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and WITHOUT_ZARR in error
+    assert not (tmp_path / target).exists()
+
+
+def test_without_zarr_npy_files_still_work(tmp_path, monkeypatch):
+    x = np.float32([[0.5, 1.5], [-1.0, 4.0]])
+    np.save(tmp_path / "x.npy", x)
+    monkeypatch.setitem(sys.modules, "zarr", None)
+    quantize_file(tmp_path / "x.npy", tmp_path / "q.npy", 0.5, progress=False)
+    assert np.array_equal(np.load(tmp_path / "q.npy"), dmlq.quantize_linear(x, 0.5))
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +259,7 @@ def scheduler_address():
 
 @pytest.mark.parametrize("source, target", [("x.npy", "q.npy"), ("x.zarr", "q.zarr")])
 def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_address, source, target):
+    skip_without_zarr(source, target)
     assert main(["quantize", str(tmp_path / source), str(tmp_path / target), "--scale", "0.25",
                  "--zero-point", "7", *TINY_CHUNKS, "--scheduler", scheduler_address]) == 0  # fmt: skip
     assert "100% Completed" in capsys.readouterr().err
@@ -224,6 +268,7 @@ def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_add
 
 def test_the_dask_extra_asks_for_the_zarr_these_tests_run_on():
     # Only zarr 3 is tested (and the benchmark uses zarr-3-only APIs): the extra must not allow zarr 2.
+    skip_without_zarr("x.zarr")
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extra = [Requirement(line) for line in pyproject["project"]["optional-dependencies"]["dask"]]
     zarr_versions = next(requirement.specifier for requirement in extra if requirement.name == "zarr")
@@ -232,6 +277,7 @@ def test_the_dask_extra_asks_for_the_zarr_these_tests_run_on():
 
 @pytest.fixture(scope="module")
 def dask_benchmark():
+    skip_without_zarr("x.zarr")  # the benchmark reads and writes Zarr arrays
     spec = importlib.util.spec_from_file_location("dask_quantize", ROOT / "benchmarks" / "dask_quantize.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -170,9 +170,17 @@ def _open(path: Path):
     """The input: an :class:`NpyFile` or a Zarr array."""
     if path.suffix == ".npy":
         return NpyFile.open(path)
-    import zarr
+    return _zarr(path).open_array(str(path), mode="r")
 
-    return zarr.open_array(str(path), mode="r")
+
+def _zarr(path: Path):
+    """The ``zarr`` module, for reading or writing the Zarr array at ``path``."""
+    try:
+        import zarr
+    except ImportError:
+        raise DmlError(f"{path}: Zarr arrays need Python >= 3.11 and zarr >= 3 (pip install 'zarr>=3'); "
+                       "a path ending in .npy needs neither") from None  # fmt: skip
+    return zarr
 
 
 def _read(array, chunk_bytes: int):
@@ -219,10 +227,9 @@ def _write(result, path: Path, source):
     if path.suffix == ".npy":
         target = NpyFile.create(path, result.shape, result.dtype, from_npy and source.fortran_order)
     else:
-        import zarr
-
         chunks = tuple(max(sizes[0], 1) for sizes in result.chunks) if from_npy else source.chunks
-        target = zarr.open_array(str(path), mode="w-", shape=result.shape, dtype=result.dtype, chunks=chunks)
+        target = _zarr(path).open_array(str(path), mode="w-", shape=result.shape, dtype=result.dtype,
+                                        chunks=chunks)  # fmt: skip
     return da.store(result, target, lock=False, compute=False)
 
 
@@ -321,9 +328,10 @@ def _run_job(job: Callable[..., None], args: argparse.Namespace, **options: obje
             _per_axis(args.zero_point, args.axis, "--zero-point"), axis=args.axis,
             chunk_mb=args.chunk_mb, scheduler=args.scheduler, **options)  # fmt: skip
     except ImportError as error:
-        if (error.name or "").partition(".")[0] not in ("dask", "distributed", "zarr"):
+        if (error.name or "").partition(".")[0] not in ("dask", "distributed"):
             raise
-        _fail(f"{error}; the quantize and dequantize commands need: pip install 'dmlq[dask]'")
+        _fail(f"{error}; the quantize and dequantize commands need dmlq's dask extra: "
+              "python -m pip install '.[dask]' in dmlq's checkout")  # fmt: skip
     except (OSError, ValueError) as error:  # files, an existing output, a refused argument
         _fail(_naming_options(str(error)))
     else:

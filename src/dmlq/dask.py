@@ -1,6 +1,7 @@
 """The NumPy layer's five functions on Dask arrays: lazy, block by block, bit-identical.
 
-Needs the ``dask`` extra (``pip install "dmlq[dask]"``); ``import dmlq`` alone never imports Dask.
+Needs the ``dask`` extra (``python -m pip install ".[dask]"`` in a checkout); ``import dmlq`` alone
+never imports Dask.
 
 Signatures, dtype rules and broadcasting are the NumPy layer's (``add`` has no ``out=``: a lazy
 result is never written in place). The data operands are Dask arrays (NumPy arrays and
