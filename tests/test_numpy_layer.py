@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -319,6 +320,85 @@ def test_non_contiguous_reversed_and_big_endian_inputs() -> None:
 def test_out_is_written_and_returned() -> None:
     out = np.zeros(2, np.float32)
     assert add(out=out) is out and out.tolist() == [4.0, 6.0]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize("layout", ["packed", "strided", "reversed", "fortran", "byte-swapped", "0-d"])
+def test_every_function_writes_out_in_any_layout(function: str, layout: str) -> None:
+    grid = {
+        "quantize": dict(x=np.float32([[0.5, 1.5, 2.5], [3.5, -1.0, 7.0]])),
+        "dequantize": dict(q=U8([[1, 2, 3], [250, 0, 9]])),
+        "add": dict(a=np.float32([[1, 2, 3], [4, 5, 6]]), b=np.float32([0.5, -9, 2])),
+        "qladd": dict(a=U8([[1, 2, 3], [4, 5, 6]]), b=U8([7, 8, 9])),
+        "qlmm": dict(a=U8([[1, 2], [3, 4]]), b=I8([[1, 2, 3], [4, 5, 6]])),
+    }[function]
+    if layout == "0-d":
+        if function == "qlmm":
+            pytest.skip("the matrix multiply has no 0-d result")
+        grid = {name: value[0, 0] if value.ndim == 2 else value[0] for name, value in grid.items()}
+    want = FUNCTIONS[function](**grid)
+    storage = np.zeros((want.shape[0] * 2, want.shape[-1] * 2), want.dtype) if want.ndim else None
+    out = {
+        "packed": lambda: np.zeros_like(want),
+        "strided": lambda: storage[::2, 1::2],
+        "reversed": lambda: storage[::-2, ::-2],
+        "fortran": lambda: np.asfortranarray(np.zeros_like(want)),
+        "byte-swapped": lambda: np.zeros(want.shape, want.dtype.newbyteorder()),
+        "0-d": lambda: np.zeros((), want.dtype),
+    }[layout]()
+    assert FUNCTIONS[function](**grid, out=out) is out
+    assert np.array_equal(out, want) and out.shape == want.shape
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_out_must_be_exactly_the_result(function: str) -> None:
+    want = FUNCTIONS[function]()
+    wrong_dtype = np.uint8 if want.dtype != np.uint8 else np.int8
+    read_only = np.zeros_like(want)
+    read_only.flags.writeable = False
+    for out, message in [
+        (np.zeros(want.shape, wrong_dtype), f"out: expected shape {want.shape} and dtype {want.dtype}, got"),
+        (np.zeros((*want.shape, 1), want.dtype), "out: expected shape"),
+        (np.zeros(want.shape[1:], want.dtype), "out: expected shape"),
+        (want.tolist(), "out: must be a numpy.ndarray, not list"),
+        (read_only, "out: array is read-only"),
+    ]:
+        with pytest.raises(DmlError, match=f"^{re.escape(message)}"):
+            FUNCTIONS[function](out=out)
+
+
+def test_out_aliasing_an_input_of_another_dtype() -> None:
+    x = np.float32([0.5, 1.5, 2.5, 3.5, 300.0])
+    buffer = x.copy()
+    same_bytes = buffer.view(U8)[::4]  # each output element inside its own input element
+    assert dmlq.quantize_linear(buffer, 1.0, out=same_bytes) is same_bytes
+    assert same_bytes.tolist() == dmlq.quantize_linear(x, 1.0).tolist()
+    buffer = x.copy()
+    overlapping = buffer.view(U8)[:5]  # output elements inside the first two inputs: computed aside
+    dmlq.quantize_linear(buffer, 1.0, out=overlapping)
+    assert overlapping.tolist() == dmlq.quantize_linear(x, 1.0).tolist()
+    storage = np.zeros(4, np.float32)
+    q = storage.view(U8)[:6]
+    q[:] = [1, 2, 3, 4, 5, 6]
+    dmlq.dequantize_linear(q[:4], 0.5, out=storage)  # the float32 output overwrites q's bytes
+    assert storage.tolist() == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_out_aliasing_quantized_operands() -> None:
+    a, b = U8([[1, 2], [3, 4]]), I8([[1, -1], [2, 5]])
+    want = dmlq.quantized_linear_matrix_multiply(a, 1.0, None, b.view(U8), 1.0, None, 1.0, None)
+    assert dmlq.quantized_linear_matrix_multiply(a, 1.0, None, b.view(U8), 1.0, None, 1.0, None, out=a) is a
+    assert np.array_equal(a, want)  # a @ b read a's rows after the first was written: computed aside
+    a = U8([10, 20, 30])
+    want = dmlq.quantized_linear_add(a, 1.0, None, a[::-1], 1.0, None, 1.0, None)
+    dmlq.quantized_linear_add(a, 1.0, None, a[::-1], 1.0, None, 1.0, None, out=a)
+    assert np.array_equal(a, want)
+
+
+def test_matmul_out_with_k_zero_holds_the_output_zero_point() -> None:
+    out = np.full((2, 3), 99, U8)
+    matmul(a=np.zeros((2, 0), U8), b=np.zeros((0, 3), I8), output_zero_point=U8([[7], [9]]), out=out)
+    assert out.tolist() == [[7, 7, 7], [9, 9, 9]]
 
 
 @pytest.mark.parametrize("alias", ["a", "b"])

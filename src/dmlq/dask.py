@@ -2,8 +2,9 @@
 
 Needs the ``dask`` extra (``pip install "dmlq[dask]"``); ``import dmlq`` alone never imports Dask.
 
-Signatures, dtype rules and broadcasting are the NumPy layer's (``add`` has no ``out=``: a lazy
-result is never written in place). The data operands are Dask arrays (NumPy arrays and
+Signatures, dtype rules and broadcasting are the NumPy layer's, without ``out=`` (Dask has no
+such convention: a lazy result is never written in place; ``dask.array.store`` writes one into
+an existing array). The data operands are Dask arrays (NumPy arrays and
 array-likes are wrapped); scales and zero points are small NumPy arrays, scalars or lists (a Dask
 array there is computed at once). Every argument is checked when the graph is built, with the
 NumPy layer's own rules and messages: the data by dtype and shape, the small operands by value

@@ -4,6 +4,13 @@ Each function turns its arguments into the DirectML descriptions of one operator
 becomes zero strides), compiles them on a device of the newest feature level, and runs the
 compiled operator on the arrays. The rules are the operators' own; this module only adds the
 NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales).
+
+Every function takes ``out=`` with NumPy's rules (exactly the result's shape and dtype, writable,
+any layout, may alias an input) and then returns ``out``:
+
+>>> out = np.zeros(3, np.uint8)
+>>> quantize_linear([0.5, 1.5, 2.5], 1.0, out=out) is out, out
+(True, array([0, 2, 2], dtype=uint8))
 """
 
 from __future__ import annotations
@@ -226,7 +233,7 @@ def _describable(array: np.ndarray | None) -> np.ndarray | None:
     for stride in array.strides:
         if stride < 0 or stride % itemsize:
             return np.ascontiguousarray(array)
-    return array if array.dtype.isnative else np.ascontiguousarray(array)
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def _desc(array: np.ndarray) -> TensorDesc:
@@ -245,6 +252,32 @@ def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
 def _at_least_1d(out: np.ndarray) -> np.ndarray:
     """A 0-d output seen as DirectML's one-element 1-D tensor."""
     return out if out.ndim else out.reshape(1)
+
+
+def _target(out: object, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Where the kernels write a result of ``shape`` and ``dtype``: a new array when ``out`` is None,
+    else ``out`` itself when DirectML strides can describe it, else a temporary for
+    :func:`_delivered` to copy into ``out``. Overlap with an input is the kernels' concern: they
+    compute into a temporary unless the output is exactly that input (element-wise operators)."""
+    if out is None:
+        return _core.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise DmlError(f"out: must be a numpy.ndarray, not {type(out).__name__}")
+    if out.shape != shape or out.dtype.newbyteorder("=") != dtype:
+        raise DmlError(f"out: expected shape {shape} and dtype {dtype}, got {out.shape} {out.dtype}")
+    if not out.flags.writeable:
+        raise DmlError("out: array is read-only")
+    if _describable(out) is out and all(s != 0 or n == 1 for s, n in zip(out.strides, shape)):
+        return out
+    return _core.empty(shape, dtype)
+
+
+def _delivered(target: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """The result: ``target``, copied into ``out`` first when it is ``out``'s temporary."""
+    if out is None or target is out:
+        return target
+    out[...] = target
+    return out
 
 
 _COMPILED: dict[tuple, CompiledOperator] = {}
@@ -293,7 +326,7 @@ def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], 
 # -- the five functions ------------------------------------------------------------------------
 
 
-def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
+def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None) -> np.ndarray:
     """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8 or int8.
 
     ``x`` is float32, float16 or int32; ``scale`` broadcasts against it (a scalar is per-tensor,
@@ -309,15 +342,14 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
-    shape = _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
-    out = _core.empty(shape, out_dtype)
-    if out.size:
+    target = _target(out, _broadcast_shape(x=x, scale=scale, zero_point=zero_point), out_dtype)
+    if target.size:
         operands = {"input": x, "scale": scale, "zero_point": zero_point}
-        _run(ElementWiseQuantizeLinear, operands, _at_least_1d(out))
-    return out
+        _run(ElementWiseQuantizeLinear, operands, _at_least_1d(target))
+    return _delivered(target, out)
 
 
-def dequantize_linear(q, scale, zero_point=None) -> np.ndarray:
+def dequantize_linear(q, scale, zero_point=None, *, out=None) -> np.ndarray:
     """``(q - zero_point) * scale`` in the scale's dtype (float32 or float16).
 
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
@@ -328,12 +360,11 @@ def dequantize_linear(q, scale, zero_point=None) -> np.ndarray:
     scale_array = _as_array(scale, "scale")
     scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
     zero_point = _zero_point(zero_point, "zero_point", q.dtype)
-    shape = _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
-    out = _core.empty(shape, scale.dtype)
-    if out.size:
+    target = _target(out, _broadcast_shape(q=q, scale=scale, zero_point=zero_point), scale.dtype)
+    if target.size:
         operands = {"input": q, "scale": scale, "zero_point": zero_point}
-        _run(ElementWiseDequantizeLinear, operands, _at_least_1d(out))
-    return out
+        _run(ElementWiseDequantizeLinear, operands, _at_least_1d(target))
+    return _delivered(target, out)
 
 
 def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
@@ -351,19 +382,14 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
     if a.dtype != b.dtype:
         raise DmlError(f"a, b: {a.dtype} and {b.dtype} differ (DirectML has no mixed-type add)")
     activation = _activations.from_spec(fused_activation)
-    shape = _broadcast_shape(a=a, b=b)
-    target = _add_target(out, shape, a, b)
+    target = _target(out, _broadcast_shape(a=a, b=b), a.dtype)
     if target.size:
         operands = {"a": a, "b": b}
         if activation is None:
             _run(ElementWiseAdd, operands, _at_least_1d(target))
         else:
             _run(ElementWiseAdd1, operands, _at_least_1d(target), fused_activation=activation)
-    if out is None:
-        return target
-    if target is not out:
-        out[...] = target
-    return out
+    return _delivered(target, out)
 
 
 def _float_operand_dtype(value: object, other: object) -> np.dtype:
@@ -373,30 +399,8 @@ def _float_operand_dtype(value: object, other: object) -> np.dtype:
     return F32
 
 
-def _add_target(out: object, shape: tuple[int, ...], a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Where to write: ``out`` itself when it can be written directly, else a new array."""
-    if out is None:
-        return _core.empty(shape, a.dtype)
-    if not isinstance(out, np.ndarray):
-        raise DmlError(f"out: must be a numpy.ndarray, not {type(out).__name__}")
-    if out.dtype != a.dtype or out.shape != shape:
-        raise DmlError(f"out: expected shape {shape} and dtype {a.dtype}, got {out.shape} {out.dtype}")
-    if not out.flags.writeable:
-        raise DmlError("out: array is read-only")
-    direct = _describable(out) is out and all(s != 0 or n == 1 for s, n in zip(out.strides, shape))
-    for operand in (a, b):
-        if np.may_share_memory(out, operand) and not _same_layout(out, operand):
-            direct = False
-    return out if direct else _core.empty(shape, a.dtype)
-
-
-def _same_layout(out: np.ndarray, operand: np.ndarray) -> bool:
-    layout = out.__array_interface__["data"][0], out.strides, out.shape
-    return layout == (operand.__array_interface__["data"][0], operand.strides, operand.shape)
-
-
 def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                         output_scale, output_zero_point, *, dtype=None) -> np.ndarray:  # fmt: skip
+                         output_scale, output_zero_point, *, dtype=None, out=None) -> np.ndarray:  # fmt: skip
     """Dequantize ``a`` and ``b``, add in float32, requantize: DirectML's QuantizedLinearAdd.
 
     Every scale and zero point holds one element (zero points may be None); all of them broadcast
@@ -419,14 +423,13 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     for name, value in quantization.items():
         if value is not None and value.size != 1:
             raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
-    shape = _broadcast_shape(a=a, b=b, **quantization)
-    out = _core.empty(shape, out_dtype)
-    if out.size:
-        ones = (1,) * max(len(shape), 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
+    target = _target(out, _broadcast_shape(a=a, b=b, **quantization), out_dtype)
+    if target.size:
+        ones = (1,) * max(target.ndim, 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
         operands = {"a": a, "b": b}
         operands |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
-        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(out), as_given=tuple(quantization))
-    return out
+        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(target), as_given=tuple(quantization))
+    return _delivered(target, out)
 
 
 def _byte_operand(value: object, name: str, zero_point: object) -> np.ndarray:
@@ -438,7 +441,7 @@ def _byte_operand(value: object, name: str, zero_point: object) -> np.ndarray:
 
 def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                      output_scale, output_zero_point, *,
-                                     dtype=None) -> np.ndarray:  # fmt: skip
+                                     dtype=None, out=None) -> np.ndarray:  # fmt: skip
     """Quantized ``a @ b``: ``a`` is ``[..., M, K]``, ``b`` ``[..., K, N]`` (2 to 4 dimensions).
 
     Integer products accumulate exactly for every K, then requantize once. ``a`` and output
@@ -475,14 +478,13 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     ndim = len(out_shape)
     operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
-    if not np.prod(out_shape):
-        return np.empty(out_shape, out_dtype)
-    if k == 0:
-        return _empty_product(operands["output_zero_point"], out_shape, out_dtype)
-    out = _core.empty(out_shape, out_dtype)
-    views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
-    _run(QuantizedLinearMatrixMultiply, views, out, as_given=tuple(views))
-    return out
+    target = _target(out, out_shape, out_dtype)
+    if target.size and k == 0:
+        _write_empty_product(operands["output_zero_point"], target)
+    elif target.size:
+        views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
+        _run(QuantizedLinearMatrixMultiply, views, target, as_given=tuple(views))
+    return _delivered(target, out)
 
 
 def _matrix_batch(operands: dict[str, np.ndarray | None]) -> tuple[int, ...]:
@@ -520,9 +522,9 @@ def _batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(_describable(operand), (*batch, *operand.shape[-2:]))
 
 
-def _empty_product(zero_point: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype):
+def _write_empty_product(zero_point: np.ndarray | None, target: np.ndarray) -> None:
     """K = 0: every sum is 0, so each output is its zero point."""
     if zero_point is None:
-        return np.zeros(shape, dtype)
-    values = saturate(zero_point.astype(np.float64), dtype)
-    return np.broadcast_to(values.reshape(values.shape[-2:]), shape).copy()
+        target[...] = 0
+    else:
+        target[...] = saturate(zero_point.astype(np.float64), target.dtype).reshape(zero_point.shape[-2:])
