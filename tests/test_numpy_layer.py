@@ -76,8 +76,9 @@ BAD_ARGUMENTS = [
     ("quantize", dict(scale="0.5"), "scale"),
     ("quantize", dict(scale=np.int32(2)), "scale"),
     ("quantize", dict(scale=None), "scale"),
-    ("quantize", dict(zero_point=np.int32(3)), "zero_point"),
-    ("quantize", dict(zero_point=np.uint16(3)), "zero_point"),
+    ("quantize", dict(zero_point=np.int32(300)), "zero_point"),
+    ("quantize", dict(zero_point=np.uint16([3, 256])), "zero_point"),
+    ("quantize", dict(zero_point=np.float32(3)), "zero_point"),
     ("quantize", dict(zero_point=300), "zero_point"),
     ("quantize", dict(zero_point=-1), "zero_point"),
     ("quantize", dict(zero_point=2.5), "zero_point"),
@@ -88,8 +89,8 @@ BAD_ARGUMENTS = [
     ("quantize", dict(dtype="bogus"), "dtype"),
     ("quantize", dict(x="abc"), "x"),
     ("quantize", dict(x=["1", "2"]), "x"),
-    ("quantize", dict(x=np.int64([1])), "x"),
-    ("quantize", dict(x=np.uint8([1])), "x"),
+    ("quantize", dict(x=np.int64([1, 2**31])), "x"),
+    ("quantize", dict(x=np.uint64([2**32])), "x"),
     ("quantize", dict(x=np.array([True])), "x"),
     ("quantize", dict(x=np.complex64([1])), "x"),
     ("quantize", dict(x=None), "x"),
@@ -102,7 +103,8 @@ BAD_ARGUMENTS = [
     ("dequantize", dict(scale=np.float16(1e-8)), "scale"),
     ("dequantize", dict(zero_point=I8(1)), "zero_point"),
     ("dequantize", dict(zero_point=np.int32([1])), "zero_point"),
-    ("dequantize", dict(q=np.int64([1])), "q"),
+    ("dequantize", dict(q=np.int64([1, -1])), "q"),
+    ("dequantize", dict(q=np.int64([2**15]), zero_point=np.int16(0)), "q"),
     ("dequantize", dict(q=np.float32([1])), "q"),
     ("dequantize", dict(q=[1.5]), "q"),
     ("dequantize", dict(q=[1, 300]), "q"),
@@ -131,10 +133,12 @@ BAD_ARGUMENTS = [
     ("qladd", dict(b_zero_point=U8([1, 2])), "b_zero_point"),
     ("qladd", dict(output_scale=0.0), "output_scale"),
     ("qladd", dict(a_zero_point=I8(0)), "a_zero_point"),
-    ("qladd", dict(a=np.int16([1, 2])), "a"),
+    ("qladd", dict(a=np.int16([1, 256])), "a"),
+    ("qladd", dict(a=np.float32([1, 2])), "a"),
     ("qladd", dict(b=U8([1, 2, 3])), "a, b"),
     ("qladd", dict(output_zero_point=I8(0), dtype="uint8"), "dtype"),
-    ("qladd", dict(output_zero_point=np.int32(0)), "output_zero_point"),
+    ("qladd", dict(output_zero_point=np.int32(-1)), "output_zero_point"),
+    ("qladd", dict(output_zero_point=np.int32(0), dtype="int8", b_zero_point=np.int64(-1)), "b_zero_point"),
     ("qladd", dict(a=[1, 256]), "a"),
     ("qladd", dict(a_scale=np.ones((1,) * 9, np.float32)), "a_scale"),
     ("qlmm", dict(a_scale=np.float32([0.1, 0.2, 0.3])), "a_scale"),  # (K,) varies along K
@@ -302,6 +306,47 @@ def test_operand_conversions() -> None:
     assert dmlq.quantized_linear_add(I8([-100]), 1.0, None, U8([100]), 1.0, None, 1.0, None).dtype == np.int8
     assert matmul(a=I8([[1, 2, 3]])).dtype == np.int8  # the dtype of a
     assert matmul(output_zero_point=I8(0)).dtype == np.int8
+
+
+@pytest.mark.parametrize(
+    "function, changes, same_as_lists",
+    [
+        ("quantize", dict(x=np.int64([7, -9]), scale=2.0), dict(x=np.int32([7, -9]), scale=2.0)),
+        ("quantize", dict(x=np.uint8([7])), dict(x=np.int32([7]))),
+        ("quantize", dict(zero_point=np.int64([3, 4])), dict(zero_point=[3, 4])),
+        ("quantize", dict(zero_point=np.uint16(3), dtype="int8"), dict(zero_point=3, dtype="int8")),
+        ("dequantize", dict(q=np.int64([1, 255])), dict(q=[1, 255])),
+        ("dequantize", dict(q=np.int64([-3]), zero_point=np.int16(2)), dict(q=[-3], zero_point=np.int16(2))),
+        (
+            "dequantize",
+            dict(q=np.int16([1, 2]), zero_point=np.int64(-5)),
+            dict(q=np.int16([1, 2]), zero_point=-5),
+        ),
+        ("qladd", dict(a=np.int32([200, 3]), b=np.uint64([1, 2])), dict(a=[200, 3], b=[1, 2])),
+        ("qladd", dict(a=np.int64([-1]), a_zero_point=I8(0)), dict(a=[-1], a_zero_point=I8(0))),
+        ("qladd", dict(output_zero_point=np.int64(9)), dict(output_zero_point=9)),
+        (
+            "qlmm",
+            dict(a=np.int64([[1, 2, 3]]), b=np.int16([[1], [2], [3]])),
+            dict(a=[[1, 2, 3]], b=[[1], [2], [3]]),
+        ),
+        ("qlmm", dict(b_zero_point=np.int64(-2)), dict(b_zero_point=-2)),
+    ],
+)
+def test_numpy_integers_of_any_dtype_behave_like_python_ints(
+    function: str, changes: dict, same_as_lists: dict
+) -> None:
+    got, want = FUNCTIONS[function](**changes), FUNCTIONS[function](**same_as_lists)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_integers_out_of_range_name_the_first_offending_value() -> None:
+    with pytest.raises(DmlError, match=re.escape("q: -7 is outside the uint8 range [0, 255]")):
+        dmlq.dequantize_linear(np.int64([[1, 300], [-7, 2]])[::-1], 1.0)
+    with pytest.raises(DmlError, match=re.escape("x: 2147483648 is outside the int32 range")):
+        dmlq.quantize_linear(np.uint64([5, 2**31]), 1.0)
+    with pytest.raises(DmlError, match=re.escape("a_zero_point: 128 is outside the int8 range [-128, 127]")):
+        quantized_add(a=I8([1]), b=I8([1]), a_zero_point=np.int64(128))
 
 
 def test_non_contiguous_reversed_and_big_endian_inputs() -> None:

@@ -80,30 +80,35 @@ def _names(dtypes: Sequence[np.dtype]) -> str:
 
 
 def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+    """``array``'s integers as ``dtype``; DmlError naming the first one outside its range."""
     if array.dtype == dtype:
         return array
     if array.dtype.kind not in "iu":
         raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
     info = np.iinfo(dtype)
     if array.size and (array.min() < info.min or array.max() > info.max):
-        raise DmlError(f"{name}: values outside the {dtype} range [{info.min}, {info.max}]")
+        first = array[(array < info.min) | (array > info.max)][0]  # boolean indexing keeps C order
+        raise DmlError(f"{name}: {first} is outside the {dtype} range [{info.min}, {info.max}]")
     return array.astype(dtype)
 
 
-def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype,
-             same_kind: np.dtype | None = None) -> np.ndarray:  # fmt: skip
+def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype, *,
+             floats: np.dtype | None = None, integers: np.dtype | None = None) -> np.ndarray:  # fmt: skip
     """``value`` as an array of an allowed dtype.
 
-    Python scalars and lists take ``python_dtype``; a NumPy dtype outside ``allowed`` but of the
-    same kind as ``same_kind`` (float64 for a float32 operand) converts to ``same_kind``.
+    Python scalars and lists take ``python_dtype``; NumPy float arrays of a dtype outside
+    ``allowed`` (float64) convert to ``floats``, NumPy integer arrays (int64) to ``integers``
+    when the values fit; any other dtype is refused.
     """
     array = _as_array(value, name)
     if not _is_numpy(value):
         target = python_dtype
     elif array.dtype in allowed:
         return array
-    elif same_kind is not None and array.dtype.kind == same_kind.kind:
-        target = same_kind
+    elif floats is not None and array.dtype.kind == "f":
+        target = floats
+    elif integers is not None and array.dtype.kind in "iu":
+        target = integers
     else:
         raise DmlError(f"{name}: dtype {array.dtype} is not supported (expected {_names(allowed)})")
     if target.kind == "f":
@@ -143,8 +148,18 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     return array
 
 
+def _carried_dtype(zero_point: object, carriers: Sequence[np.dtype]) -> np.dtype | None:
+    """The dtype a zero point gives its tensor: its own when it is a NumPy array or scalar of one of
+    ``carriers`` (the dtypes that tensor can have), else None: Python ints and other integer
+    dtypes (int64, NumPy's default) take the tensor's dtype from elsewhere, range-checked."""
+    if not _is_numpy(zero_point):
+        return None
+    dtype = zero_point.dtype
+    return dtype if dtype in carriers else None
+
+
 def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str) -> np.dtype:
-    """The output's 8-bit dtype: the zero point's NumPy dtype, else ``dtype``, else ``default``."""
+    """The output's 8-bit dtype: a uint8/int8 zero point's, else ``dtype``, else ``default``."""
     requested = None
     if dtype is not None:
         try:
@@ -153,23 +168,23 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
             requested = None
         if requested not in BYTE_TYPES:
             raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
-    if _is_numpy(zero_point):
-        carried = zero_point.dtype
-        if carried not in BYTE_TYPES:
-            raise DmlError(f"{name}: dtype {carried} must be uint8 or int8 (the output's type)")
+    carried = _carried_dtype(zero_point, BYTE_TYPES)
+    if carried is not None:
         if requested is not None and requested != carried:
             raise DmlError(f"dtype: {requested} disagrees with {name}'s dtype {carried}")
         return carried
     return requested or default
 
 
-def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
+def _zero_point(value: object, name: str, dtype: np.dtype,
+                carriers: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
+    """A zero point as its tensor's ``dtype``: one that carries another dtype is refused."""
     if value is None:
         return None
-    array = _as_array(value, name)
-    if _is_numpy(value) and array.dtype != dtype:
-        raise DmlError(f"{name}: dtype {array.dtype} differs from its tensor's {dtype}")
-    return _convert_integers(array, name, dtype)
+    carried = _carried_dtype(value, carriers)
+    if carried is not None and carried != dtype:
+        raise DmlError(f"{name}: dtype {carried} differs from its tensor's {dtype}")
+    return _convert_integers(_as_array(value, name), name, dtype)
 
 
 def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
@@ -338,7 +353,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None) -> np.nd
     array([[-2,  2],
            [-4,  4]], dtype=int8)
     """
-    x = _operand(x, "x", QUANTIZE_INPUT_TYPES, F32, same_kind=F32)
+    x = _quantize_input(x, "x")
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
@@ -349,17 +364,21 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None) -> np.nd
     return _delivered(target, out)
 
 
+def _quantize_input(value: object, name: str) -> np.ndarray:
+    """``quantize_linear``'s data: float32, float16 or int32 (Python numbers become float32)."""
+    return _operand(value, name, QUANTIZE_INPUT_TYPES, F32, floats=F32, integers=I32)
+
+
 def dequantize_linear(q, scale, zero_point=None, *, out=None) -> np.ndarray:
     """``(q - zero_point) * scale`` in the scale's dtype (float32 or float16).
 
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
-    python_dtype = zero_point.dtype if _is_numpy(zero_point) else U8
-    q = _operand(q, "q", DEQUANTIZE_INPUT_TYPES, python_dtype)
+    q = _integer_operand(q, "q", zero_point, DEQUANTIZE_INPUT_TYPES)
     scale_array = _as_array(scale, "scale")
     scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
-    zero_point = _zero_point(zero_point, "zero_point", q.dtype)
+    zero_point = _zero_point(zero_point, "zero_point", q.dtype, DEQUANTIZE_INPUT_TYPES)
     target = _target(out, _broadcast_shape(q=q, scale=scale, zero_point=zero_point), scale.dtype)
     if target.size:
         operands = {"input": q, "scale": scale, "zero_point": zero_point}
@@ -377,8 +396,8 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
     array([2., 0.], dtype=float32)
     """
     a_dtype = _float_operand_dtype(a, b)
-    a = _operand(a, "a", FLOAT_TYPES, a_dtype, same_kind=F32)
-    b = _operand(b, "b", FLOAT_TYPES, _float_operand_dtype(b, a), same_kind=F32)
+    a = _operand(a, "a", FLOAT_TYPES, a_dtype, floats=F32)
+    b = _operand(b, "b", FLOAT_TYPES, _float_operand_dtype(b, a), floats=F32)
     if a.dtype != b.dtype:
         raise DmlError(f"a, b: {a.dtype} and {b.dtype} differ (DirectML has no mixed-type add)")
     activation = _activations.from_spec(fused_activation)
@@ -409,8 +428,8 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     >>> quantized_linear_add(np.uint8([10, 20]), 0.5, None, np.uint8([1, 3]), 1.0, None, 2.0, None)
     array([3, 6], dtype=uint8)
     """
-    a = _byte_operand(a, "a", a_zero_point)
-    b = _byte_operand(b, "b", b_zero_point)
+    a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
+    b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
     quantization = {
         "a_scale": _scale(a_scale, "a_scale", F32),
@@ -432,11 +451,11 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     return _delivered(target, out)
 
 
-def _byte_operand(value: object, name: str, zero_point: object) -> np.ndarray:
-    python_dtype = zero_point.dtype if _is_numpy(zero_point) else U8
-    if python_dtype not in BYTE_TYPES:
-        raise DmlError(f"{name}_zero_point: dtype {python_dtype} must be uint8 or int8")
-    return _operand(value, name, BYTE_TYPES, python_dtype)
+def _integer_operand(value: object, name: str, zero_point: object, allowed: Sequence[np.dtype]) -> np.ndarray:
+    """Integer data of an ``allowed`` dtype; lists and NumPy integers of other dtypes (int64) take
+    the dtype their zero point carries, else uint8, and must fit it."""
+    dtype = _carried_dtype(zero_point, allowed) or U8
+    return _operand(value, name, allowed, dtype, integers=dtype)
 
 
 def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
@@ -454,8 +473,8 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     ...                                  np.int8([[3], [4]]), 1.0, None, 2.0, None)
     array([[6]], dtype=uint8)
     """
-    a = _byte_operand(a, "a", a_zero_point)
-    b = _byte_operand(b, "b", b_zero_point)
+    a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
+    b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     for name, operand in (("a", a), ("b", b)):
         if not 2 <= operand.ndim <= 4:
             raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
