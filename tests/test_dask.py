@@ -470,6 +470,13 @@ def test_integer_data_of_another_dtype_is_range_checked_when_computed():
         dd.dequantize_linear(q, 0.5).compute()
 
 
+def test_byte_swapped_data_behaves_like_native_data():
+    a = np.float16([1, -3, 2])
+    lazy = dd.add(da.from_array(a.astype(">f2"), chunks=2), 1.0, fused_activation="relu")
+    assert lazy.dtype == np.float16
+    assert np.array_equal(lazy.compute(), dmlq.add(a, 1.0, fused_activation="relu"))
+
+
 def test_unknown_chunk_sizes_are_refused():
     x = da.from_array(np.float32([1, -2, 3]), chunks=1)
     with pytest.raises(dmlq.DmlError, match="^x: unknown chunk sizes"):

@@ -349,6 +349,50 @@ def test_integers_out_of_range_name_the_first_offending_value() -> None:
         quantized_add(a=I8([1]), b=I8([1]), a_zero_point=np.int64(128))
 
 
+BYTE_ORDER_CASES = {
+    "quantize float32": (
+        "quantize",
+        dict(x=np.float32([[0.5, 7], [-3, 2.5]]), scale=np.float32([[0.5], [2]])),
+    ),
+    "quantize float16": ("quantize", dict(x=np.float16([0.5, 7]), scale=np.float16(0.25), zero_point=I8(3))),
+    "quantize int32": ("quantize", dict(x=np.int32([5, -7]), scale=np.float64(2), zero_point=np.int64(9))),
+    "dequantize int16": (
+        "dequantize",
+        dict(q=np.int16([5, -700]), scale=np.float32(0.5), zero_point=np.int16(3)),
+    ),
+    "dequantize float16": ("dequantize", dict(q=np.uint16([5, 700]), scale=np.float16([0.5, 2]))),
+    "dequantize list": ("dequantize", dict(q=[-300, 2], scale=1.0, zero_point=np.int32([1, 2]))),
+    "add float32": ("add", dict(a=np.float32([1, 2]), b=np.float32([[3], [4]]))),
+    "add float16": ("add", dict(a=np.float16([1, 2]), b=[3.0, 4.0], fused_activation="elu")),
+    "qladd": (
+        "qladd",
+        dict(
+            a_scale=np.float32(0.1),
+            b_scale=np.float64(0.2),
+            output_scale=np.float32(0.3),
+            a_zero_point=np.int16(1),
+        ),
+    ),
+    "qlmm": (
+        "qlmm",
+        dict(
+            a=np.int64([[1, 2, 3], [4, 5, 6]]), a_scale=np.float32([[0.1], [0.2]]), b_scale=np.float32([0.2])
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BYTE_ORDER_CASES)
+def test_byte_swapped_operands_behave_like_native_ones(case: str) -> None:
+    function, arguments = BYTE_ORDER_CASES[case]
+    want = FUNCTIONS[function](**arguments)
+    swappable = [name for name, value in arguments.items() if isinstance(value, (np.ndarray, np.generic))]
+    for name in swappable:
+        value = np.asarray(arguments[name])
+        got = FUNCTIONS[function](**arguments | {name: value.astype(value.dtype.newbyteorder())})
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
 def test_non_contiguous_reversed_and_big_endian_inputs() -> None:
     base = np.arange(24, dtype=np.float32).reshape(4, 6) / 4
     views = [base[::2, 1::2], base[::-1], base.T, base.astype(">f4")]

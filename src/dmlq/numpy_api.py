@@ -63,7 +63,13 @@ def _is_numpy(value: object) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
+def _native(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in native byte order: a byte-swapped array means the same values as a native one."""
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
 def _as_array(value: object, name: str) -> np.ndarray:
+    """``value`` as a numeric array in native byte order."""
     if value is None:
         raise DmlError(f"{name}: None is not an array")
     try:
@@ -72,7 +78,7 @@ def _as_array(value: object, name: str) -> np.ndarray:
         raise DmlError(f"{name}: cannot be read as an array ({error})") from None
     if array.dtype.kind not in "biuf":
         raise DmlError(f"{name}: dtype {array.dtype} is not numeric")
-    return array
+    return array if array.dtype.isnative else array.astype(_native(array.dtype))
 
 
 def _names(dtypes: Sequence[np.dtype]) -> str:
@@ -154,7 +160,7 @@ def _carried_dtype(zero_point: object, carriers: Sequence[np.dtype]) -> np.dtype
     dtypes (int64, NumPy's default) take the tensor's dtype from elsewhere, range-checked."""
     if not _is_numpy(zero_point):
         return None
-    dtype = zero_point.dtype
+    dtype = _native(zero_point.dtype)
     return dtype if dtype in carriers else None
 
 
@@ -413,8 +419,8 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
 
 def _float_operand_dtype(value: object, other: object) -> np.dtype:
     """Python numbers take the other operand's float dtype when it has one, else float32."""
-    if _is_numpy(other) and other.dtype in FLOAT_TYPES:
-        return other.dtype
+    if _is_numpy(other) and _native(other.dtype) in FLOAT_TYPES:
+        return _native(other.dtype)
     return F32
 
 
