@@ -172,6 +172,29 @@ def test_bad_arguments_raise_value_error_naming_the_argument(
     )
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: quantized_add(a_scale=1e-50),
+            "a_scale: 1e-50 underflows to 0 in float32; a scale of 0 is undefined",
+        ),
+        (lambda: quantize(scale=[0.5, 1e39]), "scale: 1e+39 overflows float32; scales must be finite"),
+        (lambda: quantize(x=np.float16([1]), scale=1e-8), "scale: 1e-08 underflows to 0 in float16"),
+        (lambda: quantize(x=np.float16([1]), scale=np.float64(70000)), "scale: 70000.0 overflows float16"),
+        (
+            lambda: dequantize(scale=np.float64([1, 0.0, 1e-50])),
+            "scale: a scale of 0 is undefined in DirectML",
+        ),
+        (lambda: matmul(b_scale=[np.nan, 1e-50]), "b_scale: scales must be finite (got nan)"),
+        (lambda: matmul(output_scale=[[-np.inf], [1.0]]), "output_scale: scales must be finite (got -inf)"),
+    ],
+)
+def test_scale_messages_name_the_value_given(call, message: str) -> None:
+    with pytest.raises(DmlError, match=f"^{re.escape(message)}"):
+        call()
+
+
 # -- shapes -----------------------------------------------------------------------------------
 
 

@@ -140,18 +140,31 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
         raise DmlError(f"{name}: dtype {array.dtype} is not a float type")
     if kind == "b":
         raise DmlError(f"{name}: boolean values are not scales")
-    if array.dtype != dtype:
-        array = _to_float(array, dtype)
-    if array.size == 1:  # one scale: plain float tests cost far less than ufuncs
-        value = array.item()
-        finite, zero = math.isfinite(value), value == 0
+    scale = array if array.dtype == dtype else _to_float(array, dtype)
+    if scale.size == 1:  # one scale: plain float tests cost far less than ufuncs
+        value = scale.item()
+        valid = math.isfinite(value) and value != 0
     else:
-        finite, zero = bool(np.all(np.isfinite(array))), bool(np.any(array == 0))
-    if not finite:
-        raise DmlError(f"{name}: scales must be finite (got {array[~np.isfinite(array)][0]})")
-    if zero:
-        raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
-    return array
+        valid = bool(np.all(np.isfinite(scale))) and not np.any(scale == 0)
+    if not valid:
+        _raise_scale_error(name, array, scale)
+    return scale
+
+
+def _raise_scale_error(name: str, given: np.ndarray, scale: np.ndarray) -> NoReturn:
+    """Name the first scale that is not finite or is 0, as given, and say whether the conversion
+    to the scale's dtype (``scale``) made it so."""
+    first = int(np.flatnonzero(~np.isfinite(scale) | (scale == 0))[0])
+    value, converted = float(given.flat[first]), float(scale.flat[first])
+    if not math.isfinite(value):
+        raise DmlError(f"{name}: scales must be finite (got {value})")
+    if not math.isfinite(converted):
+        raise DmlError(f"{name}: {value!r} overflows {scale.dtype}; scales must be finite")
+    if value != 0:
+        raise DmlError(
+            f"{name}: {value!r} underflows to 0 in {scale.dtype}; a scale of 0 is undefined in DirectML"
+        )
+    raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
 
 
 def _carried_dtype(zero_point: object, carriers: Sequence[np.dtype]) -> np.dtype | None:
