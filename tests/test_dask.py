@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import subprocess
 import sys
+import typing
 
 import dask
 import dask.array as da
@@ -475,6 +477,14 @@ def test_byte_swapped_data_behaves_like_native_data():
     lazy = dd.add(da.from_array(a.astype(">f2"), chunks=2), 1.0, fused_activation="relu")
     assert lazy.dtype == np.float16
     assert np.array_equal(lazy.compute(), dmlq.add(a, 1.0, fused_activation="relu"))
+
+
+@pytest.mark.parametrize("name", dd.__all__)
+def test_every_parameter_and_result_is_annotated(name):
+    function = getattr(dd, name)
+    hints = typing.get_type_hints(function)
+    assert set(hints) == {*inspect.signature(function).parameters, "return"}
+    assert hints["return"] is da.Array and "out" not in hints
 
 
 def test_unknown_chunk_sizes_are_refused():

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
 import sys
+import typing
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.typing import ArrayLike, DTypeLike
 
 import dmlq
 from dmlq import DmlError, activations
@@ -561,6 +564,19 @@ def test_inputs_are_never_modified(rng: np.random.Generator) -> None:
     dmlq.quantized_linear_matrix_multiply(q, s, zp, b, 0.01, np.int8(2), 0.5, None)
     for argument, copy in zip(arguments, copies):
         assert np.array_equal(argument, copy)
+
+
+@pytest.mark.parametrize("name", dmlq.numpy_api.__all__)
+def test_every_parameter_and_result_is_annotated(name: str) -> None:
+    function = getattr(dmlq, name)
+    hints = typing.get_type_hints(function)
+    assert set(hints) == {*inspect.signature(function).parameters, "return"}
+    assert hints["return"] is np.ndarray
+    assert hints.get("out", np.ndarray | None) == np.ndarray | None
+    assert hints.get("dtype", DTypeLike) == DTypeLike
+    assert all(hints[p] in (ArrayLike, ArrayLike | None) for p in ("a", "b", "x", "q", "scale") if p in hints)
+    if name == "add":
+        assert hints["fused_activation"] == activations.Activation | str | None
 
 
 def test_readme_one_liner_in_a_fresh_interpreter() -> None:

@@ -35,8 +35,10 @@ from functools import partial
 
 import dask.array as da
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import numpy_api
+from .activations import Activation
 from .errors import DmlError
 from .kernels import matrix_operand
 from .numpy_api import (
@@ -132,7 +134,8 @@ def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object]
 # -- the element-wise functions ----------------------------------------------------------------
 
 
-def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
+def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                    dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantize_linear`: ``clamp(round(x / scale) + zero_point, Min, Max)``.
 
     >>> import dask.array as da
@@ -148,7 +151,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
     return _map_blocks(function, {"x": x, "scale": scale, "zero_point": zero_point}, out_dtype)
 
 
-def dequantize_linear(q, scale, zero_point=None) -> da.Array:
+def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None) -> da.Array:
     """Lazy :func:`dmlq.dequantize_linear`: ``(q - zero_point) * scale`` in the scale's dtype.
 
     >>> import dask.array as da
@@ -164,7 +167,8 @@ def dequantize_linear(q, scale, zero_point=None) -> da.Array:
     return _map_blocks(numpy_api.dequantize_linear, operands, scale.dtype)
 
 
-def add(a, b, *, fused_activation=None) -> da.Array:
+def add(a: ArrayLike, b: ArrayLike, *,
+        fused_activation: Activation | str | None = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.add`: ``fused_activation(a + b)`` for float32 or float16 operands.
 
     >>> import dask.array as da
@@ -179,8 +183,10 @@ def add(a, b, *, fused_activation=None) -> da.Array:
     return _map_blocks(function, {"a": a, "b": b}, a.dtype)
 
 
-def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                         output_scale, output_zero_point, *, dtype=None) -> da.Array:  # fmt: skip
+def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                         b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                         output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                         dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_add` (per-tensor scales and zero points, which broadcast
     into the result's shape like NumPy operands).
 
@@ -216,9 +222,10 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 # -- the matrix multiply -----------------------------------------------------------------------
 
 
-def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                     output_scale, output_zero_point, *,
-                                     dtype=None) -> da.Array:  # fmt: skip
+def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                                     b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                                     output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                                     dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_matrix_multiply`, bit-identical for every chunking.
 
     The result is tiled like ``a``'s M chunks and ``b``'s N chunks. For each tile, the exact

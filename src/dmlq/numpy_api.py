@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core
 from . import activations as _activations
@@ -360,7 +361,8 @@ def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], 
 # -- the five functions ------------------------------------------------------------------------
 
 
-def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None) -> np.ndarray:
+def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                    dtype: DTypeLike = None, out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8 or int8.
 
     ``x`` is float32, float16 or int32; ``scale`` broadcasts against it (a scalar is per-tensor,
@@ -388,7 +390,8 @@ def _quantize_input(value: object, name: str) -> np.ndarray:
     return _operand(value, name, QUANTIZE_INPUT_TYPES, F32, floats=F32, integers=I32)
 
 
-def dequantize_linear(q, scale, zero_point=None, *, out=None) -> np.ndarray:
+def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                      out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``(q - zero_point) * scale`` in the scale's dtype (float32 or float16).
 
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
@@ -405,7 +408,8 @@ def dequantize_linear(q, scale, zero_point=None, *, out=None) -> np.ndarray:
     return _delivered(target, out)
 
 
-def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
+def add(a: ArrayLike, b: ArrayLike, *, fused_activation: _activations.Activation | str | None = None,
+        out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``fused_activation(a + b)`` for float32 or float16 arrays of one dtype.
 
     ``fused_activation`` is None, a name (``"relu"``, ``"leaky_relu"``...) or an object of
@@ -437,8 +441,10 @@ def _float_operand_dtype(value: object, other: object) -> np.dtype:
     return F32
 
 
-def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                         output_scale, output_zero_point, *, dtype=None, out=None) -> np.ndarray:  # fmt: skip
+def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                         b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                         output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                         dtype: DTypeLike = None, out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Dequantize ``a`` and ``b``, add in float32, requantize: DirectML's QuantizedLinearAdd.
 
     Every scale and zero point holds one element (zero points may be None); all of them broadcast
@@ -477,9 +483,11 @@ def _integer_operand(value: object, name: str, zero_point: object, allowed: Sequ
     return _operand(value, name, allowed, dtype, integers=dtype)
 
 
-def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                     output_scale, output_zero_point, *,
-                                     dtype=None, out=None) -> np.ndarray:  # fmt: skip
+def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                                     b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                                     output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                                     dtype: DTypeLike = None,
+                                     out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Quantized ``a @ b``: ``a`` is ``[..., M, K]``, ``b`` ``[..., K, N]`` (2 to 4 dimensions).
 
     Integer products accumulate exactly for every K, then requantize once. ``a`` and output
