@@ -77,9 +77,10 @@ def _as_array(value: object, name: str) -> np.ndarray:
         array = np.asarray(value)
     except (TypeError, ValueError) as error:
         raise DmlError(f"{name}: cannot be read as an array ({error})") from None
-    if array.dtype.kind not in "biuf":
-        raise DmlError(f"{name}: dtype {array.dtype} is not numeric")
-    return array if array.dtype.isnative else array.astype(_native(array.dtype))
+    dtype = array.dtype
+    if dtype.kind not in "biuf":
+        raise DmlError(f"{name}: dtype {dtype} is not numeric")
+    return array if dtype.isnative else array.astype(_native(dtype))
 
 
 def _names(dtypes: Sequence[np.dtype]) -> str:
@@ -188,7 +189,7 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
             requested = None
         if requested not in BYTE_TYPES:
             raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
-    carried = _carried_dtype(zero_point, BYTE_TYPES)
+    carried = None if zero_point is None else _carried_dtype(zero_point, BYTE_TYPES)
     if carried is not None:
         if requested is not None and requested != carried:
             raise DmlError(f"dtype: {requested} disagrees with {name}'s dtype {carried}")
