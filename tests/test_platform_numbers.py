@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmlq import _core, activations, kernels, ops
+from dmlq import _core, activations, kernels, ops, reference
 
 NUMPY_MAXIMUM, NUMPY_MINIMUM, NUMPY_TANH = np.maximum, np.minimum, np.tanh
 LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 
 # Signed zeros, NaNs with either sign and a payload, and the edges of each activation's branches.
 X = np.array([-0.0, 0.0, 1.0, -1.0, -2.5, 3.0, np.inf, -np.inf], np.float32)
-NANS = np.array([0x7FC00001, 0xFFC00001, 0x7FC12345, 0xFFC00000], np.uint32).view(np.float32)
+NANS = np.uint32([0x7FC00001, 0xFFC00001, 0x7FC12345, 0xFFC00000]).view(np.float32)
 INPUTS = np.concatenate([X, NANS])
 
 
@@ -44,6 +44,10 @@ def every_activation() -> list[activations.Activation]:
     """Each activation, with DirectMLX's defaults where it has them."""
     required = {"linear": (0.5, 0.25), "parametric_softplus": (0.5, 0.25)}
     return [cls(*required.get(name, ())) for name, cls in activations.ACTIVATIONS.items()]
+
+
+def floats_from_bits(words: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(words).view(np.float32)
 
 
 def bits(values: np.ndarray) -> np.ndarray:
@@ -73,3 +77,21 @@ def test_kernels_give_the_reference_bits_for_signed_zeros_and_nan_payloads(level
     finally:
         _core.set_level(_core.detected_level())
     np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_two_nans_add_to_the_first_ones_nan_quieted():
+    """NumPy 1.24 and NumPy on ARM64 return b's NaN for a + b, NumPy 2 on x86-64 a's: dmlq says a's."""
+    # 19 elements: NumPy's vector loops and their scalar tails pick differently (NumPy 1.24).
+    a = floats_from_bits(np.tile(np.uint32([0xFFC00000, 0x7FC00001, 0xFF800001, 0x3F800000]), 5)[:19])
+    b = floats_from_bits(np.tile(np.uint32([0x7FC00000, 0xFFC00002, 0x7FC00003, 0x7FC00004]), 5)[:19])
+    want = np.tile(np.uint32([0xFFC00000, 0x7FC00001, 0xFFC00001, 0x7FC00004]), 5)[:19]
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(bits(reference.add(a, b, np.float32)), want)
+    for level in LEVELS:
+        got = np.empty_like(a)
+        _core.set_level(level)
+        try:
+            kernels.add(None, {"a": a, "b": b}, got, False)
+        finally:
+            _core.set_level(_core.detected_level())
+        np.testing.assert_array_equal(bits(got), want, err_msg=level)

@@ -315,7 +315,8 @@ static void add_row(char *const *p, const ptrdiff_t *s, ptrdiff_t n_all, const v
         const float *b = as_floats(b_tile, p[1] + done * s[1], s[1], P->type, n);
         /* In place, out is exactly a or b: each element is read before it is written. */
         float *sum = direct ? (float *)(p[2] + done * 4) : sum_tile;
-        for (ptrdiff_t i = 0; i < n; i++) sum[i] = a[i] + b[i];
+        /* Two NaNs give a's, whichever order the compiler adds in (dmlq.reference.add). */
+        for (ptrdiff_t i = 0; i < n; i++) sum[i] = a[i] != a[i] ? a[i] + a[i] : a[i] + b[i];
         activate(sum, n, P);
         if (!direct) store_floats(p[2] + done * s[2], s[2], P->type, sum, n);
     }

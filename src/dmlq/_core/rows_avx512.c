@@ -233,8 +233,8 @@ static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq
     return 1;
 }
 
-/* a + b keeping the operand order, which picks the NaN that survives when both are NaN (NumPy's
- * a + b returns a's); the compiler may swap the operands of _mm512_add_ps. */
+/* a + b keeping the operand order, which picks the NaN that survives when both are NaN (a's, as
+ * dmlq.reference.add says); the compiler may swap the operands of _mm512_add_ps. */
 static inline __m512 ordered_add(__m512 a, __m512 b) {
     __m512 sum;
     __asm__("vaddps %2, %1, %0" : "=v"(sum) : "v"(a), "v"(b));
