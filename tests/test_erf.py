@@ -13,6 +13,11 @@ only.  Each input set is checked twice:
   Special values and everything outside 1.25 <= |x| < 6 are exact.  Where NumPy's exp agrees
   with libm's the count is 0.  So we allow at most 1 ulp, only in the exp branch
   (1.25 <= |x| < 6), and on at most 0.2 % of a random sample.
+
+The oracle is glibc's x86-64 erf, the fdlibm algorithm the reference ports; other C libraries
+(glibc on ARM64, Windows' UCRT, macOS) compute erf by other algorithms, so the tests of finite
+values that need the 1.25 <= |x| < 6 branch to agree bit for bit run only where it is that one
+(special values, subnormals and saturation agree everywhere: checked under qemu-aarch64).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import platform
 from pathlib import Path
 from types import ModuleType
 
@@ -50,6 +56,10 @@ _glibc_exp = np.vectorize(math.exp, otypes=[np.float64])
 
 # Largest fraction of inputs allowed to be off by 1 ulp with NumPy's exp (measured: 0.04 %).
 _MAX_ULP1_FRACTION = 0.002
+fdlibm_oracle = pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64") or platform.libc_ver()[0] != "glibc",
+    reason="math.erf is glibc's x86-64 (fdlibm) erf only on x86-64 glibc",
+)
 
 
 def _oracle(xs: F64) -> F64:
@@ -101,6 +111,7 @@ def _random_sample(n_per_scale: int = 50_000) -> F64:
     )
 
 
+@fdlibm_oracle
 def test_random_scales(monkeypatch: pytest.MonkeyPatch) -> None:
     xs = _random_sample()
     assert xs.size == 200_000
@@ -117,6 +128,7 @@ def _with_neighbours(points: list[float]) -> F64:
     return np.array(out, dtype=np.float64)
 
 
+@fdlibm_oracle
 def test_branch_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
     hi_word_split = float(np.array(0x4006DB6E00000000, dtype=np.uint64).view(np.float64))
     points = [
