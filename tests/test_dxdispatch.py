@@ -203,7 +203,7 @@ def resource_error(model_resource: dict, base=".") -> str:
 @pytest.fixture
 def kilobyte_machine(monkeypatch):
     """A machine with 1000 bytes of memory: what would not fit is refused before anything is allocated."""
-    monkeypatch.setattr(dxdispatch, "_physical_memory", lambda: 1000)
+    monkeypatch.setattr(dxdispatch.resources, "_physical_memory", lambda: 1000)
 
 
 @pytest.mark.parametrize(
