@@ -52,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _escape_what_cannot_be_encoded() -> None:
-    """A model's names may hold lone surrogates ("\\ud800"), which no encoding takes: print them escaped."""
+    """A model's names may hold characters the console's encoding lacks (a legacy Windows code page):
+    print them escaped."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")

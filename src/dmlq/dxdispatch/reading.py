@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import json5
+import rapidjson
 
 from ..errors import DmlError
 from ..types import DataType
@@ -140,17 +141,73 @@ def file_name(node: Node) -> Path:
 
 
 def read_document(text: str, source: str) -> Node:
-    """The model's JSON text as a tree (comments and trailing commas allowed); ``source`` names it."""
+    """The model's JSON text as a tree; ``source`` names it in errors.
+
+    DxDispatch reads models with RapidJSON, allowing comments and trailing commas (and nothing else
+    beyond JSON: no unquoted keys, single quotes, NaN or hexadecimal numbers); so does this.
+
+    >>> read_document('{"a": [1, 2,], /* note */}', "m.json").value
+    {'a': [1, 2]}
+    >>> read_document('{"a": NaN}', "m.json")
+    Traceback (most recent call last):
+    dmlq.errors.DmlError: malformed JSON: m.json:1:7: NaN and infinity are not JSON numbers
+    """
     try:
-        document = json5.loads(text, allow_duplicate_keys=False)
-    except ValueError as error:
-        raise _malformed(str(error), source) from None
-    except RecursionError:  # json5 descends into nested values recursively
-        raise _malformed("nested too deeply", source) from None
+        document = _DECODER(text)
+    except (ValueError, RecursionError) as error:
+        raise _malformed(str(error), text, source) from None
+    literal = _non_finite_literal(text)
+    if literal is not None:
+        raise _located(literal, "NaN and infinity are not JSON numbers", text, source)
     return Node(document, "")
 
 
-def _malformed(problem: str, source: str) -> DmlError:
-    """json5 places a syntax error as "<string>:LINE ... at column COLUMN"; other problems have no place."""
-    located = problem.replace("<string>", source) if "<string>" in problem else f"{source}: {problem}"
-    return DmlError(f"malformed JSON: {located}")
+class _Members(dict):
+    """A JSON object's members: a repeated name is an error (DxDispatch would silently read the first)."""
+
+    def __setitem__(self, key: str, value: object) -> None:
+        if key in self:
+            raise ValueError(f'duplicate member "{key}" in an object')
+        super().__setitem__(key, value)
+
+
+class _Decoder(rapidjson.Decoder):
+    def start_object(self) -> _Members:
+        return _Members()
+
+
+# The number mode that refuses NaN literals (NM_NONE) drops parse_mode in python-rapidjson 1.25: this
+# one reads them (as RapidJSON's kParseNanAndInfFlag, which DxDispatch does not set) to refuse them after.
+_DECODER = _Decoder(
+    parse_mode=rapidjson.PM_COMMENTS | rapidjson.PM_TRAILING_COMMAS, number_mode=rapidjson.NM_NAN
+)
+_TOKENS_THAT_HIDE_LITERALS = r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/'
+_NON_FINITE = re.compile(rf"{_TOKENS_THAT_HIDE_LITERALS}|(-?(?:NaN|Inf))", re.DOTALL)
+
+
+def _non_finite_literal(text: str) -> int | None:
+    """The byte offset of the first NaN, Inf or Infinity literal outside strings and comments."""
+    if "NaN" not in text and "Inf" not in text:
+        return None  # the common case, without a scan
+    for match in _NON_FINITE.finditer(text):
+        if match[1]:
+            return len(text[: match.start(1)].encode("utf-8", "surrogatepass"))
+    return None
+
+
+_PARSE_ERROR = re.compile(r"Parse error at offset (\d+): (.*?)[.!]?$")
+
+
+def _malformed(problem: str, text: str, source: str) -> DmlError:
+    """RapidJSON's error, placed where it gives a byte offset; other problems have no place."""
+    match = _PARSE_ERROR.fullmatch(problem)
+    if match is None:
+        return DmlError(f"malformed JSON: {source}: {problem}")
+    return _located(int(match[1]), match[2], text, source)
+
+
+def _located(offset: int, problem: str, text: str, source: str) -> DmlError:
+    """An error at a byte offset, shown at the line and column an editor shows."""
+    before = text.encode("utf-8", "surrogatepass")[:offset].decode("utf-8", "replace")
+    line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
+    return DmlError(f"malformed JSON: {source}:{line}:{column}: {problem}")

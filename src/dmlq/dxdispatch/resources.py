@@ -4,6 +4,7 @@ sequence or file)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def _initial_values(node: Node, declared: DataType | None, base: Path) -> tuple[
     try:
         if isinstance(value, list):
             data_type = _element_type(declared, node)
-            data = _encode([_scalar(item, data_type) for item in node.elements()], data_type)
+            data = _encode(_inline_numbers(node, data_type), data_type)
         elif isinstance(value, dict) and "sourcePath" in value:
             data, data_type = _file_values(node, declared, base)
         elif isinstance(value, dict) and "value" in value:
@@ -129,6 +130,23 @@ def _element_type(declared: DataType | None, node: Node) -> DataType:
     return declared
 
 
+def _inline_numbers(node: Node, data_type: DataType) -> Sequence[float | int] | np.ndarray:
+    """An array's numbers: converted at once where all are plain numbers in range (a model may hold
+    millions), else read one by one, which names the first that is not."""
+    values = node.value
+    kinds = set(map(type, values))
+    if data_type.is_float and kinds <= {int, float}:
+        try:
+            return np.array(values, dtype=np.float64)
+        except OverflowError:
+            pass  # an integer beyond float64's range, named below
+    elif kinds <= {int}:
+        limits = np.iinfo(data_type.dtype)
+        if not values or (limits.min <= min(values) and max(values) <= limits.max):
+            return values
+    return [_scalar(item, data_type) for item in node.elements()]
+
+
 def _scalar(node: Node, data_type: DataType) -> float | int:
     if data_type.is_float:
         return node.number()
@@ -136,7 +154,7 @@ def _scalar(node: Node, data_type: DataType) -> float | int:
     return node.integer(int(limits.min), int(limits.max))
 
 
-def _encode(values: list[float | int], data_type: DataType) -> np.ndarray:
+def _encode(values: Sequence[float | int] | np.ndarray, data_type: DataType) -> np.ndarray:
     """Numbers as elements of ``data_type``, converted as DxDispatch converts them."""
     if not data_type.is_float:
         return np.array(values, dtype=data_type.dtype)
