@@ -225,6 +225,34 @@ def test_check_invalid_at_a_low_level_exits_1(tmp_path):
     assert dmlq_cli("check", model, "-l", "2.1", cwd=tmp_path).returncode == 0
 
 
+def test_check_reports_a_dispatch_that_run_would_refuse(tmp_path):
+    model = base_model()
+    model["commands"][0]["bindings"]["ATensor"] = {"name": "A", "elementCount": 3}
+    (tmp_path / "model.json").write_text(json.dumps(model))
+    result = dmlq_cli("check", "model.json", cwd=tmp_path)
+    problem = (
+        "commands[0].bindings.ATensor: buffer of 12 bytes is smaller than the 16 bytes its tensor "
+        "addresses (device is 6_4)"
+    )
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout.splitlines()[1:] == [
+        problem,
+        "1 of 1 dispatchables valid at feature level 6_4",
+        "1 dispatch command(s) cannot bind their resources",
+    ]
+    assert dmlq_cli("run", "model.json", cwd=tmp_path).stderr == f"dmlq: error: {problem}\n"
+
+
+def test_a_scale_of_0_is_a_warning_from_check_and_run(tmp_path):
+    text = (EXAMPLES / "quantize_linear.json").read_text()
+    (tmp_path / "q.json").write_text(text.replace("[0.25, 0.5]", "[0.25, 0]"))
+    checked, ran = (dmlq_cli(verb, "q.json", cwd=tmp_path) for verb in ("check", "run"))
+    assert checked.returncode == 0 and ran.returncode == 0
+    warning = checked.stderr
+    assert warning.startswith("dmlq: warning: commands[0].bindings.ScaleTensor: a scale of 0, which DirectML")
+    assert warning.count("\n") == 1 and ran.stderr == warning
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

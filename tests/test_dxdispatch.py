@@ -538,7 +538,7 @@ def test_element_size_in_bytes_reinterprets_the_offset():
          "reaches byte 16, but resource 'A' has 12 bytes"),
         ("C", r"ATensor", "no resource named 'C'"),
         (["A", "B"], r"ATensor", "binds 2 resources; a tensor takes exactly one"),
-        ({"name": "A", "format": "R32_FLOAT"}, r"ATensor\.format", "unknown field"),
+        ({"name": "A", "view": "R32_FLOAT"}, r"ATensor\.view", "unknown field"),
     ],
 )  # fmt: skip
 def test_binding_errors_name_their_path(binding, path, rule):
@@ -695,3 +695,64 @@ def test_load_model_reads_a_file_and_resolves_next_to_it(tmp_path):
 def test_load_model_names_a_missing_file(tmp_path):
     with pytest.raises(DmlError, match="no such file"):
         load_model(tmp_path / "missing.json")
+
+
+# -- DxDispatch's schema, and check seeing what run would refuse ------------------------------------------
+
+
+def test_what_the_schema_lists_is_accepted():
+    model = edited(add1_model(), "resources.A.type", "buffer")
+    model["commands"][0]["bindings"]["ATensor"] = {
+        "name": "A", "format": "DXGI_FORMAT_R32_FLOAT", "counter": "B", "counterOffsetBytes": 0, "shape": [3],
+    }  # fmt: skip
+    assert run(model) == "Resource 'Out': 6, 10, -2\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("resources.A.type", "texture", r'^resources\.A\.type: expected "buffer"'),
+        ("commands.0.bindings.ATensor", {"name": "A", "format": 41}, r"ATensor\.format: expected a string"),
+        ("commands.0.bindings.ATensor", {"name": "A", "counter": "C"}, r"ATensor\.counter: no resource"),
+        ("commands.0.bindings.ATensor", {"name": "A", "shape": [1.5]}, r"ATensor\.shape\[0\]: expected an"),
+    ],
+    ids=["resource type", "format", "counter", "shape"],
+)
+def test_schema_fields_are_checked(path, value, message):
+    with pytest.raises(DmlError, match=message):
+        parse(edited(add1_model(), path, value))
+
+
+@pytest.mark.parametrize(
+    ("binding", "problem"),
+    [
+        ({"name": "A", "elementCount": 2}, "buffer of 8 bytes is smaller than the 12 bytes its tensor"),
+        ({"name": "A", "elementSizeInBytes": 1, "elementOffset": 1}, "not aligned to its 4-byte elements"),
+        ("Out", "output overlaps input a; in place, the output must start where the input does"),
+    ],
+    ids=["too small", "misaligned", "overlap"],
+)
+def test_check_binds_the_dispatches_as_run_does(binding, problem):
+    model = edited(add1_model(), "commands.0.bindings.ATensor", binding)
+    model["resources"]["A"]["sizeInBytes"] = 16
+    if binding == "Out":
+        model["commands"][0]["bindings"]["OutputTensor"] = {"name": "Out", "elementOffset": 1}
+        model["resources"]["Out"]["initialValues"]["valueCount"] = 4
+    report = dxdispatch.check_bindings(parse(model))
+    assert len(report.problems) == 1 and not report.valid
+    assert report.problems[0].startswith("commands[0]") and problem in report.problems[0]
+    assert error_of(model) == report.problems[0]  # run refuses it with the same words
+    assert all(verdict.valid for verdict in check_model(parse(model)))  # the dispatchable itself is valid
+
+
+def test_check_bindings_passes_a_model_that_runs():
+    report = dxdispatch.check_bindings(parse(quantize_model()))
+    assert (report.valid, report.problems, report.warnings) == (True, [], [])
+
+
+def test_a_scale_of_0_is_reported_by_check_and_warned_about_by_run():
+    model = edited(quantize_model(), "resources.S.initialValues", [0.0])
+    expected = "commands[0].bindings.ScaleTensor: a scale of 0, which DirectML leaves undefined (here x / 0)"
+    assert dxdispatch.check_bindings(parse(model)).warnings == [expected]
+    with pytest.warns(dxdispatch.UndefinedBehaviour, match=re.escape(expected)):
+        assert run(model) == "Resource 'Q': 255, 255, 255, 255\n"

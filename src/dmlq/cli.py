@@ -19,6 +19,7 @@ import argparse
 import io
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -26,7 +27,7 @@ from typing import NoReturn
 from . import __version__
 from .activations import ACTIVATIONS
 from .chunked import add_dequantize, add_quantize
-from .dxdispatch import Verdict, check_model, load_model, run_model
+from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_model
 from .errors import DmlError
 from .ops import OPERATORS
 from .types import FeatureLevel
@@ -39,7 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _escape_what_cannot_be_encoded()
     args = build_parser().parse_args(argv)
     try:
-        status = _handle(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = _handle(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's exit
         return status
     except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
@@ -57,6 +60,11 @@ def _escape_what_cannot_be_encoded() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+
+
+def _show_warning(message: Warning | str, *details: object, **more: object) -> None:
+    """A warning is one line on stderr, like an error."""
+    print(f"dmlq: warning: {message}", file=sys.stderr)
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -132,20 +140,29 @@ def _add_check(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
         "check", help="validate a model's dispatchables at a feature level",
         description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
-        "lowest level that accepts it. Exit status: 0 when all are valid, 1 when any is not, "
-        "2 on usage and file errors.",
+        "lowest level that accepts it; bind every dispatch command's resources as run would (buffer "
+        "sizes, offsets, alignment, overlaps) and warn of a scale of 0 in the initial values. Exit "
+        "status: 0 when all are valid, 1 when any is not, 2 on usage and file errors.",
     )  # fmt: skip
     _add_model_arguments(parser)
     parser.set_defaults(handler=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
-    verdicts = check_model(load_model(args.model), args.feature_level)
+    model = load_model(args.model)
+    verdicts = check_model(model, args.feature_level)
+    bindings = check_bindings(model, args.feature_level)
     for verdict in verdicts:
         print(_describe(verdict, args.feature_level))
+    for problem in bindings.problems:
+        print(problem)
+    for warning in bindings.warnings:
+        _show_warning(warning)
     valid = sum(verdict.valid for verdict in verdicts)
     print(f"{valid} of {len(verdicts)} dispatchables valid at feature level {args.feature_level}")
-    return 0 if valid == len(verdicts) else 1
+    if not bindings.valid:
+        print(f"{len(bindings.problems)} dispatch command(s) cannot bind their resources")
+    return 0 if valid == len(verdicts) and bindings.valid else 1
 
 
 def _describe(verdict: Verdict, level: FeatureLevel) -> str:

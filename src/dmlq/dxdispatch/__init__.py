@@ -38,23 +38,26 @@ Resource 'Out': 3, 7, 11
 from __future__ import annotations
 
 from .bindings import Binding
-from .commands import Command, Dispatch, Print, WriteFile, format_value
+from .commands import Command, Dispatch, Print, UndefinedBehaviour, WriteFile, format_value
 from .descriptions import dml_field_name
 from .dispatchables import Dispatchable
 from .model import Model, load_model, parse_model
 from .resources import Resource
-from .running import Verdict, check_model, run_model
+from .running import BindingReport, Verdict, check_bindings, check_model, run_model
 
 __all__ = [
     "Binding",
+    "BindingReport",
     "Command",
     "Dispatch",
     "Dispatchable",
     "Model",
     "Print",
     "Resource",
+    "UndefinedBehaviour",
     "Verdict",
     "WriteFile",
+    "check_bindings",
     "check_model",
     "dml_field_name",
     "format_value",

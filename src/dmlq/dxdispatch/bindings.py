@@ -25,7 +25,8 @@ class Binding:
         return dataclasses.replace(self, view=self.view.copy())
 
 
-_BINDING_FIELDS = ("name", "elementOffset", "elementCount", "elementSizeInBytes")
+_BINDING_FIELDS = ("name", "elementOffset", "elementCount", "elementSizeInBytes", "format", "counter",
+                   "counterOffsetBytes", "shape")  # fmt: skip
 
 
 def _parse_binding(node: Node, resources: Mapping[str, Resource]) -> Binding:
@@ -37,6 +38,7 @@ def _parse_binding(node: Node, resources: Mapping[str, Resource]) -> Binding:
         entry = items[0]
     fields = {"name": entry} if isinstance(entry.value, str) else entry.fields(_BINDING_FIELDS, ("name",))
     resource = named(fields["name"], resources, "resource")
+    _check_view_fields(fields, resources)
     element_size = fields["elementSizeInBytes"].unsigned(64) if "elementSizeInBytes" in fields else 0
     element_size = element_size or resource.element_size
     start = fields["elementOffset"].unsigned(64) * element_size if "elementOffset" in fields else 0
@@ -52,6 +54,19 @@ def _parse_binding(node: Node, resources: Mapping[str, Resource]) -> Binding:
             f"reaches byte {end}, but resource '{resource.name}' has {resource.memory.size} bytes"
         )
     return Binding(resource.memory[start:end], node.path)
+
+
+def _check_view_fields(fields: Mapping[str, Node], resources: Mapping[str, Resource]) -> None:
+    """Fields DxDispatch reads for HLSL views and ONNX tensors: well-formed, and no effect on an operator."""
+    if "format" in fields:
+        fields["format"].string()  # a DXGI_FORMAT name: DirectML operators read their tensors' DataType
+    if "counter" in fields:
+        named(fields["counter"], resources, "resource")
+    if "counterOffsetBytes" in fields:
+        fields["counterOffsetBytes"].unsigned(64)
+    if "shape" in fields:
+        for item in fields["shape"].elements():
+            item.integer(-(2**63), 2**63 - 1)
 
 
 def parse_bindings(node: Node, resources: Mapping[str, Resource], desc: OperatorDesc) -> dict[str, Binding]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,10 @@ from .descriptions import dml_field_name, relocated_error
 from .dispatchables import Dispatchable
 from .reading import Node, file_name, named
 from .resources import IMAGE_SUFFIXES, Resource
+
+
+class UndefinedBehaviour(UserWarning):
+    """A model runs, but DirectML leaves its result undefined (a scale of 0)."""
 
 
 class Command(Protocol):
@@ -36,13 +41,30 @@ class Dispatch:
     path: str
 
     def run(self, operators: Mapping[str, CompiledOperator], out: TextIO) -> None:
+        operator = operators[self.dispatchable.name]
+        views, output = self.bound(operator)
+        for warning in self.zero_scales(views):
+            warnings.warn(warning, UndefinedBehaviour, stacklevel=2)
+        operator.run_arrays(views, output)
+
+    def bound(self, operator: CompiledOperator) -> tuple[dict[str, np.ndarray | None], np.ndarray]:
+        """The operator's views of the bound resources, checked as execution checks them; a DmlError
+        names the binding's JSON path."""
         desc = self.dispatchable.desc
         inputs = [self._buffer(tensor_field) for tensor_field in desc.input_fields()]
         outputs = [self._buffer(tensor_field) for tensor_field in desc.output_fields()]
         try:
-            operators[self.dispatchable.name].execute(inputs, outputs)
+            return operator.bind(inputs, outputs)
         except DmlError as error:
             raise relocated_error(error, type(desc), self._binding_path, self.path) from None
+
+    def zero_scales(self, views: Mapping[str, np.ndarray | None]) -> list[str]:
+        """A warning for each scale tensor holding a 0 now: DirectML leaves the result undefined."""
+        return [
+            f"{self._binding_path(name)}: a scale of 0, which DirectML leaves undefined (here x / 0)"
+            for name, view in views.items()
+            if name.endswith("scale") and view is not None and bool(np.any(view == 0))
+        ]
 
     def _binding(self, dml_name: str) -> Binding | None:
         return self.dispatchable.initialized.get(dml_name) or self.bindings.get(dml_name)

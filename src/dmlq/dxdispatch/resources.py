@@ -36,7 +36,7 @@ class Resource:
         return self.memory[: count * self.element_size].view(self.data_type.dtype)
 
 
-_RESOURCE_FIELDS = ("initialValuesDataType", "initialValues", "sizeInBytes",
+_RESOURCE_FIELDS = ("type", "initialValuesDataType", "initialValues", "sizeInBytes",
                     "initialValuesOffsetInBytes", "resampleSize", "resampleMode")  # fmt: skip
 
 
@@ -45,6 +45,8 @@ def parse_resource(name: str, node: Node, base: Path) -> Resource:
     for image_field in ("resampleSize", "resampleMode"):
         if image_field in fields:
             raise fields[image_field].error("image resources are not supported by dmlq")
+    if "type" in fields and fields["type"].string() != "buffer":
+        raise fields["type"].error('expected "buffer", the only resource type DxDispatch\'s schema lists')
     declared = parse_data_type(fields["initialValuesDataType"]) if "initialValuesDataType" in fields else None
     data, data_type = _initial_values(fields["initialValues"], declared, base)
     offset_node = fields.get("initialValuesOffsetInBytes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from typing import TextIO
@@ -9,6 +10,7 @@ from typing import TextIO
 from ..device import Device
 from ..errors import DmlError
 from ..types import FeatureLevel
+from .commands import Dispatch
 from .dispatchables import Dispatchable
 from .model import Model
 
@@ -39,6 +41,38 @@ def check_model(model: Model, feature_level: FeatureLevel | str | None = None) -
             problem = str(error)
         verdicts.append(Verdict(dispatchable, problem, dispatchable.desc.minimum_feature_level()))
     return verdicts
+
+
+@dataclass(frozen=True)
+class BindingReport:
+    """The dispatch commands checked against their bindings, with the model's initial values."""
+
+    problems: list[str]  # what stops ``run_model``: buffers too small, misaligned, overlapping
+    warnings: list[str]  # what runs but DirectML leaves undefined: a scale of 0
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+def check_bindings(model: Model, feature_level: FeatureLevel | str | None = None) -> BindingReport:
+    """Bind every dispatch command's resources as ``run_model`` does, without computing; dispatchables
+    that do not compile at ``feature_level`` are left to :func:`check_model`."""
+    device = Device(feature_level)
+    operators = {}
+    for name, dispatchable in model.dispatchables.items():
+        with contextlib.suppress(DmlError):
+            operators[name] = dispatchable.compile(device)
+    report = BindingReport([], [])
+    for command in model.commands:
+        if isinstance(command, Dispatch) and command.dispatchable.name in operators:
+            try:
+                views, _ = command.bound(operators[command.dispatchable.name])
+            except DmlError as error:
+                report.problems.append(str(error))
+                continue
+            report.warnings.extend(command.zero_scales(views))
+    return report
 
 
 def run_model(
