@@ -6,8 +6,10 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -414,7 +416,6 @@ def test_help(tmp_path, subcommand):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "dmlq: error: the following arguments are required: COMMAND"),
         (["frobnicate"], "dmlq: error: argument COMMAND: invalid choice: 'frobnicate'"),
         (["ops", "--bogus"], "dmlq: error: unrecognized arguments: --bogus"),
         (["run"], "dmlq run: error: the following arguments are required: MODEL.json"),
@@ -428,6 +429,41 @@ def test_usage_errors_are_one_line(tmp_path, args, message):
     result = dmlq_cli(*args, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+
+
+def test_bare_dmlq_prints_its_usage(tmp_path):
+    result = dmlq_cli(cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "usage: dmlq [-h] [--version] COMMAND ...",
+        "dmlq: error: a command is required; dmlq --help lists them",
+    ]
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2"])
+def test_a_bad_thread_count_in_the_environment_is_a_warning_line(tmp_path, value):
+    result = dmlq_cli("--help", cwd=tmp_path, DMLQ_NUM_THREADS=value)
+    assert result.returncode == 0 and result.stdout.startswith("usage: dmlq")
+    assert result.stderr == (
+        f"DMLQ_NUM_THREADS:0: RuntimeWarning: {value!r} is not a positive integer; using the default, "
+        f"{dmlq.threads.available_cores()} threads\n"
+    )
+
+
+def test_ctrl_c_during_quantize_is_one_line_exit_130_and_removes_the_output(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros(2**24, np.float32))  # 64 MiB in 4 KiB chunks: thousands of tasks
+    command = [console_script(), "quantize", "x.npy", "q.npy", "--scale", "1", "--chunk-mb", "0.004"]
+    env = {**os.environ, "PYTHONPATH": str(SOURCE_ROOT)}
+    job = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "q.npy").exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the output file exists once the job has started computing
+    job.send_signal(signal.SIGINT)
+    stdout, stderr = job.communicate(timeout=60)
+    assert (job.returncode, stdout, stderr) == (130, "", "dmlq: interrupted\n")
+    assert not (tmp_path / "q.npy").exists()
 
 
 COMMANDS_THAT_PRINT = [

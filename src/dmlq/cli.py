@@ -38,13 +38,21 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     _escape_what_cannot_be_encoded()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.handler is None:
+        parser.print_usage(sys.stderr)
+        print("dmlq: error: a command is required; dmlq --help lists them", file=sys.stderr)
+        return 2
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             status = _handle(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's exit
         return status
+    except KeyboardInterrupt:  # Ctrl-C: a job has removed its partial output on the way here
+        print("dmlq: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
     except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
         _discard_output()
         return 0
@@ -93,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models.",
     )
     parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
-    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
+    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_subcommand in SUBCOMMANDS:
         add_subcommand(subcommands)
     return parser
