@@ -19,6 +19,7 @@ import argparse
 import io
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -26,7 +27,7 @@ from typing import NoReturn
 from . import __version__
 from .activations import ACTIVATIONS
 from .chunked import add_dequantize, add_quantize
-from .dxdispatch import Verdict, check_model, load_model, run_model
+from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_model
 from .errors import DmlError
 from .ops import OPERATORS
 from .types import FeatureLevel
@@ -37,11 +38,21 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     _escape_what_cannot_be_encoded()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.handler is None:
+        parser.print_usage(sys.stderr)
+        print("dmlq: error: a command is required; dmlq --help lists them", file=sys.stderr)
+        return 2
     try:
-        status = _handle(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = _handle(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's exit
         return status
+    except KeyboardInterrupt:  # Ctrl-C: a job has removed its partial output on the way here
+        print("dmlq: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
     except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
         _discard_output()
         return 0
@@ -52,10 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _escape_what_cannot_be_encoded() -> None:
-    """A model's names may hold lone surrogates ("\\ud800"), which no encoding takes: print them escaped."""
+    """A model's names may hold characters the console's encoding lacks (a legacy Windows code page):
+    print them escaped."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+
+
+def _show_warning(message: Warning | str, *details: object, **more: object) -> None:
+    """A warning is one line on stderr, like an error."""
+    print(f"dmlq: warning: {message}", file=sys.stderr)
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -84,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models.",
     )
     parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
-    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
+    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_subcommand in SUBCOMMANDS:
         add_subcommand(subcommands)
     return parser
@@ -131,20 +149,29 @@ def _add_check(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
         "check", help="validate a model's dispatchables at a feature level",
         description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
-        "lowest level that accepts it. Exit status: 0 when all are valid, 1 when any is not, "
-        "2 on usage and file errors.",
+        "lowest level that accepts it; bind every dispatch command's resources as run would (buffer "
+        "sizes, offsets, alignment, overlaps) and warn of a scale of 0 in the initial values. Exit "
+        "status: 0 when all are valid, 1 when any is not, 2 on usage and file errors.",
     )  # fmt: skip
     _add_model_arguments(parser)
     parser.set_defaults(handler=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
-    verdicts = check_model(load_model(args.model), args.feature_level)
+    model = load_model(args.model)
+    verdicts = check_model(model, args.feature_level)
+    bindings = check_bindings(model, args.feature_level)
     for verdict in verdicts:
         print(_describe(verdict, args.feature_level))
+    for problem in bindings.problems:
+        print(problem)
+    for warning in bindings.warnings:
+        _show_warning(warning)
     valid = sum(verdict.valid for verdict in verdicts)
     print(f"{valid} of {len(verdicts)} dispatchables valid at feature level {args.feature_level}")
-    return 0 if valid == len(verdicts) else 1
+    if not bindings.valid:
+        print(f"{len(bindings.problems)} dispatch command(s) cannot bind their resources")
+    return 0 if valid == len(verdicts) and bindings.valid else 1
 
 
 def _describe(verdict: Verdict, level: FeatureLevel) -> str:
