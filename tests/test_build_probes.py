@@ -6,12 +6,15 @@ from __future__ import annotations
 import importlib.util
 import platform
 import sys
+
+# distutils as setuptools provides it to builds (its own copy under that name): the compiler it makes
+# raises the CompileError setup.py catches, which setuptools._distutils' copy of the class is not
+from distutils.ccompiler import new_compiler
+from distutils.sysconfig import customize_compiler
 from pathlib import Path
 
 import pytest
 from setuptools import Distribution
-from setuptools._distutils.ccompiler import new_compiler
-from setuptools._distutils.sysconfig import customize_compiler
 from setuptools.errors import CompileError
 
 ROOT = Path(__file__).resolve().parents[1]
