@@ -25,7 +25,7 @@ from .numpy_api import (
 from .ops import OperatorDesc
 from .tensor import TensorDesc, calc_buffer_tensor_size
 from .threads import get_num_threads, set_num_threads
-from .types import DataType, FeatureLevel, TensorFlags
+from .types import DataType, FeatureLevel, QuantizationType, TensorFlags
 
 __version__ = "0.1.0"
 
@@ -36,6 +36,7 @@ __all__ = [
     "DmlError",
     "FeatureLevel",
     "OperatorDesc",
+    "QuantizationType",
     "TensorDesc",
     "TensorFlags",
     "activations",
