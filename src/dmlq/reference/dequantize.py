@@ -1,7 +1,5 @@
 """DEQUANTIZE: (input - zero_point) * scale, scale and zero point per block."""
 
-import numpy as np
-
 from .blocks import expand_blocks
 from .dequantize_linear import dequantize_linear
 
@@ -9,7 +7,7 @@ from .dequantize_linear import dequantize_linear
 def dequantize(q, scale, zero_point, output_dtype):
     """ELEMENT_WISE_DEQUANTIZE_LINEAR's formula over blocks (exact int64 subtraction, float32 product).
 
-    >>> import ml_dtypes
+    >>> import ml_dtypes, numpy as np
     >>> q = np.array([1, -8, 7, 3], ml_dtypes.int4)
     >>> dequantize(q, np.float32([0.5, 2.0]), np.array([1, 0], ml_dtypes.int4), np.float32)
     array([ 0. , -4.5, 14. ,  6. ], dtype=float32)
