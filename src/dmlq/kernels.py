@@ -15,13 +15,16 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from . import _core, reference
+from .int4 import Nibbles
 from .ops import (
+    Dequantize,
     ElementWiseAdd,
     ElementWiseAdd1,
     ElementWiseDequantizeLinear,
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
     OperatorDesc,
+    Quantize,
     QuantizedLinearMatrixMultiply,
 )
 
@@ -109,6 +112,36 @@ def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, recipr
     _call(_core.matmul, operands, out, reciprocal_division)
 
 
+def _values(view: np.ndarray | Nibbles | None) -> np.ndarray | None:
+    """An operand as an ndarray: a 4-bit tensor's nibbles as an ``ml_dtypes`` array."""
+    return view.unpacked() if isinstance(view, Nibbles) else view
+
+
+def _deliver(result: np.ndarray, out: np.ndarray | Nibbles) -> None:
+    if isinstance(out, Nibbles):
+        out.store(result)
+    else:
+        out[...] = result
+
+
+def _quantization_tensors(views: Views) -> tuple[np.ndarray, np.ndarray | None]:
+    """The scale and the zero point (None when absent) of a Quantize or Dequantize."""
+    return _values(views["quantization_tensors[0]"]), _values(views.get("quantization_tensors[1]"))
+
+
+def quantize(desc, views: Views, out: np.ndarray | Nibbles, reciprocal_division: bool) -> None:
+    scale, zero_point = _quantization_tensors(views)
+    result = reference.quantize(
+        views["input"], scale, zero_point, out.dtype, reciprocal_division=reciprocal_division
+    )
+    _deliver(result, out)
+
+
+def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    scale, zero_point = _quantization_tensors(views)
+    out[...] = reference.dequantize(_values(views["input"]), scale, zero_point, out.dtype)
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -118,4 +151,6 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     ElementWiseAdd: add,
     ElementWiseAdd1: add,
     QuantizedLinearMatrixMultiply: quantized_linear_matrix_multiply,
+    Quantize: quantize,
+    Dequantize: dequantize,
 }

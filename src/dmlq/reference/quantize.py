@@ -4,7 +4,7 @@ from .blocks import expand_blocks
 from .quantize_linear import quantize_linear
 
 
-def quantize(x, scale, zero_point, output_dtype):
+def quantize(x, scale, zero_point, output_dtype, *, reciprocal_division=False):
     """ELEMENT_WISE_QUANTIZE_LINEAR's formula over blocks; 4-bit results as ``ml_dtypes`` arrays.
 
     >>> import ml_dtypes, numpy as np
@@ -13,4 +13,4 @@ def quantize(x, scale, zero_point, output_dtype):
     """
     expanded = expand_blocks(scale, x.shape)
     zero_point = None if zero_point is None else expand_blocks(zero_point, x.shape)
-    return quantize_linear(x, expanded, zero_point, output_dtype)
+    return quantize_linear(x, expanded, zero_point, output_dtype, reciprocal_division=reciprocal_division)
