@@ -133,7 +133,7 @@ class BlockwiseQuantization(OperatorDesc):
 
     def _type_violations(self) -> Iterable[tuple[str, str]]:
         present = self.present()
-        roles = (("scale", self.FLOAT_SIDE), ("zero_point", self.INTEGER_SIDE))
+        roles = (("scale", self.FLOAT_SIDE), ("zero point", self.INTEGER_SIDE))
         for (role, side_name), (name, desc) in zip(roles, quantization_tensors(present)):
             side = present.get(side_name)
             if side is not None and desc.data_type != side.data_type:
