@@ -1,0 +1,208 @@
+/* Blockwise 4-bit kernels: packed int4/uint4 <-> float32/float16 over a [rows, cols] matrix whose
+ * scale and zero point are constant over blocks of block_rows x block_cols elements.
+ *
+ * Dequantization is a table lookup: within a block, every element is (q - zero_point) * scale for one
+ * of 16 values of q, so the block's 16 results are computed once with the reference's arithmetic (an
+ * exact integer difference, one float32 product, one rounding to float16 for float16 outputs) and the
+ * elements are looked up (AVX2: permutes for float32, byte shuffles for float16).
+ *
+ * Threads take units of rows that start on a byte boundary (two rows when cols is odd), so no two
+ * threads write one byte.
+ */
+#include <math.h>
+
+#include "common.h"
+#include "int4.h"
+
+enum { ROWS_PER_CLAIM_ELEMENTS = 1 << 15 };
+
+static int nibble_at(const uint8_t *packed, ptrdiff_t index) {
+    return (packed[index >> 1] >> ((index & 1) * 4)) & 0xF;
+}
+
+static int nibble_value(int nibble, int is_signed) { return is_signed && nibble >= 8 ? nibble - 16 : nibble; }
+
+/* ---- dequantize ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float f32[16];
+    uint16_t f16[16];
+} lookup_table;
+
+static float read_float(const char *p, int type) {
+    return type == DMLQ_F16 ? dmlq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
+}
+
+static void fill_table(lookup_table *table, const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
+    const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
+    const int zero_point = p->zero_point ? p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0;
+    for (int nibble = 0; nibble < 16; nibble++) {
+        table->f32[nibble] = (float)(nibble_value(nibble, p->is_signed) - zero_point) * scale;
+        table->f16[nibble] = dmlq_float_to_half(table->f32[nibble]);
+    }
+}
+
+static void look_up_portable(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
+                             char *out, int out_type) {
+    if (out_type == DMLQ_F16) {
+        uint16_t *o = (uint16_t *)out;
+        for (ptrdiff_t i = 0; i < count; i++) o[i] = table->f16[nibble_at(packed, first + i)];
+    } else {
+        float *o = (float *)out;
+        for (ptrdiff_t i = 0; i < count; i++) o[i] = table->f32[nibble_at(packed, first + i)];
+    }
+}
+
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+
+/* 16 nibbles of 8 bytes, in element order (low nibble first), one per byte. */
+static __m128i sixteen_nibbles(const uint8_t *bytes) {
+    const __m128i packed = _mm_loadl_epi64((const __m128i *)bytes), low_four = _mm_set1_epi8(0x0F);
+    return _mm_unpacklo_epi8(_mm_and_si128(packed, low_four), _mm_and_si128(_mm_srli_epi16(packed, 4), low_four));
+}
+
+static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
+                         char *out, int out_type) {
+    ptrdiff_t done = 0;
+    if (first & 1) { /* start on a byte */
+        look_up_portable(packed, first, 1, table, out, out_type);
+        done = 1;
+    }
+    const size_t size = out_type == DMLQ_F16 ? 2 : 4;
+    const uint8_t *bytes = packed + ((first + done) >> 1);
+    if (out_type == DMLQ_F16) {
+        uint8_t low[16], high[16];
+        for (int i = 0; i < 16; i++) {
+            low[i] = (uint8_t)(table->f16[i] & 0xFF);
+            high[i] = (uint8_t)(table->f16[i] >> 8);
+        }
+        const __m128i low_table = _mm_loadu_si128((const __m128i *)low), high_table = _mm_loadu_si128((const __m128i *)high);
+        for (; done + 16 <= count; done += 16, bytes += 8) {
+            const __m128i nibbles = sixteen_nibbles(bytes);
+            const __m128i l = _mm_shuffle_epi8(low_table, nibbles), h = _mm_shuffle_epi8(high_table, nibbles);
+            _mm_storeu_si128((__m128i *)(out + done * size), _mm_unpacklo_epi8(l, h));
+            _mm_storeu_si128((__m128i *)(out + done * size + 16), _mm_unpackhi_epi8(l, h));
+        }
+    } else {
+        const __m256 low_table = _mm256_loadu_ps(table->f32), high_table = _mm256_loadu_ps(table->f32 + 8);
+        for (; done + 16 <= count; done += 16, bytes += 8) {
+            const __m128i nibbles = sixteen_nibbles(bytes);
+            for (int half = 0; half < 2; half++) {
+                const __m256i index = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(nibbles, 8) : nibbles);
+                const __m256 chosen = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low_table, index),
+                                                       _mm256_permutevar8x32_ps(high_table, index),
+                                                       _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+                _mm256_storeu_ps((float *)(out + (done + 8 * half) * size), chosen);
+            }
+        }
+    }
+    look_up_portable(packed, first + done, count - done, table, out + done * size, out_type);
+}
+
+DMLQ_END_TARGET
+#endif
+
+typedef void (*look_up_fn)(const uint8_t *, ptrdiff_t, ptrdiff_t, const lookup_table *, char *, int);
+
+typedef struct {
+    const dmlq_int4_problem *p;
+    ptrdiff_t rows_per_unit, units, next;
+    look_up_fn look_up;
+} dequantize_context;
+
+static void dequantize_rows(const dequantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
+    const dmlq_int4_problem *p = c->p;
+    const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
+    lookup_table table;
+    for (ptrdiff_t row = first_row; row < end_row; row++) {
+        for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
+            fill_table(&table, p, row / p->block_rows, col / p->block_cols);
+            const ptrdiff_t element = row * p->cols + col;
+            c->look_up(p->packed, element, p->block_cols, &table, p->floats + (size_t)element * size, p->float_type);
+        }
+    }
+}
+
+static void dequantize_units(void *context, int thread, int threads) {
+    dequantize_context *c = context;
+    (void)thread;
+    (void)threads;
+    for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
+        const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
+        dequantize_rows(c, first, end < c->p->rows ? end : c->p->rows);
+    }
+}
+
+/* Rows per claimed unit: whole bytes (an even element count) and about ROWS_PER_CLAIM_ELEMENTS elements. */
+static ptrdiff_t rows_per_unit(const dmlq_int4_problem *p) {
+    const ptrdiff_t step = p->cols % 2 ? 2 : 1;
+    ptrdiff_t rows = (ROWS_PER_CLAIM_ELEMENTS / (p->cols > 0 ? p->cols : 1)) / step * step;
+    return rows < step ? step : rows;
+}
+
+void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
+    dequantize_context c = {p, rows_per_unit(p), 0, 0, look_up_portable};
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.look_up = look_up_avx2;
+#endif
+    c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
+    dmlq_parallel(dequantize_units, &c, c.units > 1 ? threads : 1);
+}
+
+/* ---- quantize -------------------------------------------------------------------------------- */
+
+/* clamp(round(x / scale) + zero_point, lo, hi) as the reference: float32 quotient, halves to even,
+ * float32 sum, NaN to 0. */
+static int quantize_value(float x, float scale, float zero_point, int reciprocal, float lo, float hi) {
+    const float quotient = reciprocal ? x * (1.0f / scale) : x / scale;
+    const float value = nearbyintf(quotient) + zero_point;
+    if (value != value) return 0;
+    return (int)(value < lo ? lo : value > hi ? hi : value);
+}
+
+static void write_nibble(uint8_t *packed, ptrdiff_t index, int value) {
+    const int shift = (int)(index & 1) * 4;
+    uint8_t *byte = packed + (index >> 1);
+    *byte = (uint8_t)((*byte & ~(0xF << shift)) | ((value & 0xF) << shift));
+}
+
+static void quantize_rows(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int reciprocal) {
+    const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f;
+    const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
+    for (ptrdiff_t row = first_row; row < end_row; row++) {
+        for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
+            const ptrdiff_t block_row = row / p->block_rows, block_col = col / p->block_cols;
+            const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
+            const float zero_point =
+                p->zero_point ? (float)p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0.0f;
+            for (ptrdiff_t i = 0; i < p->block_cols; i++) {
+                const ptrdiff_t element = row * p->cols + col + i;
+                const float x = read_float(p->floats + (size_t)element * size, p->float_type);
+                write_nibble(p->packed_out, element, quantize_value(x, scale, zero_point, reciprocal, lo, hi));
+            }
+        }
+    }
+}
+
+typedef struct {
+    const dmlq_int4_problem *p;
+    ptrdiff_t rows_per_unit, units, next;
+    int reciprocal;
+} quantize_context;
+
+static void quantize_units(void *context, int thread, int threads) {
+    quantize_context *c = context;
+    (void)thread;
+    (void)threads;
+    for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
+        const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
+        quantize_rows(c->p, first, end < c->p->rows ? end : c->p->rows, c->reciprocal);
+    }
+}
+
+void dmlq_quantize_int4(const dmlq_int4_problem *p, int reciprocal, int threads) {
+    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal};
+    c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
+    dmlq_parallel(quantize_units, &c, c.units > 1 ? threads : 1);
+}
