@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import subprocess
 import sys
+import typing
 
 import dask
 import dask.array as da
@@ -392,11 +394,11 @@ def test_data_is_not_computed_to_build_the_graph(build):
 
 F, U, A, B = np.float32([1, 2]), np.uint8([1]), np.uint8([[1, 2]]), np.uint8([[1], [2]])
 ERRORS = [
-    ("quantize_linear", [np.int64([1, 2]), 1.0], {}),
+    ("quantize_linear", [np.array([True, False]), 1.0], {}),
     ("quantize_linear", [F, 0.0], {}),
     ("quantize_linear", [F, np.float32([1, np.inf])], {}),
     ("quantize_linear", [np.zeros((4, 5), np.float32), np.ones((3, 1), np.float32)], {}),
-    ("quantize_linear", [F, 1.0, np.int16(0)], {}),
+    ("quantize_linear", [F, 1.0, np.int16(300)], {}),
     ("quantize_linear", [F, 1.0, np.uint8(0)], {"dtype": "int8"}),
     ("quantize_linear", [F, 1.0, 300], {}),
     ("quantize_linear", [np.zeros((1,) * 9, np.float32), 1.0], {}),
@@ -406,7 +408,7 @@ ERRORS = [
     ("add", [F, np.float32([1, 2, 3])], {}),
     ("add", [F, F], {"fused_activation": "swish"}),
     ("quantized_linear_add", [U, F, None, U, 1.0, None, 1.0, None], {}),
-    ("quantized_linear_add", [np.int16([1]), 1.0, None, U, 1.0, None, 1.0, None], {}),
+    ("quantized_linear_add", [np.float32([1]), 1.0, None, U, 1.0, None, 1.0, None], {}),
     ("quantized_linear_matrix_multiply", [U, 1.0, None, B, 1.0, None, 1.0, None], {}),
     ("quantized_linear_matrix_multiply", [A, 1.0, None, np.uint8([[1], [2], [3]]), 1.0, None, 1.0, None], {}),
     ("quantized_linear_matrix_multiply", [A, np.float32([[1, 2]]), None, B, 1.0, None, 1.0, None], {}),
@@ -459,6 +461,30 @@ def test_errors_raise_at_graph_build_with_the_numpy_layers_message(name, args, k
     with pytest.raises(dmlq.DmlError) as got:
         getattr(dd, name)(*lazy_args, **kwargs)
     assert str(got.value) == str(expected.value)
+
+
+def test_integer_data_of_another_dtype_is_range_checked_when_computed():
+    q = da.from_array(np.int64([[1, 2], [300, 4]]), chunks=1)
+    lazy = dd.dequantize_linear(q[:1], 0.5)
+    assert lazy.dtype == np.float32
+    assert np.array_equal(lazy.compute(), dmlq.dequantize_linear(np.int64([[1, 2]]), 0.5))
+    with pytest.raises(dmlq.DmlError, match=r"^q: 300 is outside the uint8 range \[0, 255\]"):
+        dd.dequantize_linear(q, 0.5).compute()
+
+
+def test_byte_swapped_data_behaves_like_native_data():
+    a = np.float16([1, -3, 2])
+    lazy = dd.add(da.from_array(a.astype(">f2"), chunks=2), 1.0, fused_activation="relu")
+    assert lazy.dtype == np.float16
+    assert np.array_equal(lazy.compute(), dmlq.add(a, 1.0, fused_activation="relu"))
+
+
+@pytest.mark.parametrize("name", dd.__all__)
+def test_every_parameter_and_result_is_annotated(name):
+    function = getattr(dd, name)
+    hints = typing.get_type_hints(function)
+    assert set(hints) == {*inspect.signature(function).parameters, "return"}
+    assert hints["return"] is da.Array and "out" not in hints
 
 
 def test_unknown_chunk_sizes_are_refused():

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import subprocess
 import sys
+import typing
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.typing import ArrayLike, DTypeLike
 
 import dmlq
 from dmlq import DmlError, activations
@@ -75,8 +79,9 @@ BAD_ARGUMENTS = [
     ("quantize", dict(scale="0.5"), "scale"),
     ("quantize", dict(scale=np.int32(2)), "scale"),
     ("quantize", dict(scale=None), "scale"),
-    ("quantize", dict(zero_point=np.int32(3)), "zero_point"),
-    ("quantize", dict(zero_point=np.uint16(3)), "zero_point"),
+    ("quantize", dict(zero_point=np.int32(300)), "zero_point"),
+    ("quantize", dict(zero_point=np.uint16([3, 256])), "zero_point"),
+    ("quantize", dict(zero_point=np.float32(3)), "zero_point"),
     ("quantize", dict(zero_point=300), "zero_point"),
     ("quantize", dict(zero_point=-1), "zero_point"),
     ("quantize", dict(zero_point=2.5), "zero_point"),
@@ -87,8 +92,8 @@ BAD_ARGUMENTS = [
     ("quantize", dict(dtype="bogus"), "dtype"),
     ("quantize", dict(x="abc"), "x"),
     ("quantize", dict(x=["1", "2"]), "x"),
-    ("quantize", dict(x=np.int64([1])), "x"),
-    ("quantize", dict(x=np.uint8([1])), "x"),
+    ("quantize", dict(x=np.int64([1, 2**31])), "x"),
+    ("quantize", dict(x=np.uint64([2**32])), "x"),
     ("quantize", dict(x=np.array([True])), "x"),
     ("quantize", dict(x=np.complex64([1])), "x"),
     ("quantize", dict(x=None), "x"),
@@ -101,7 +106,8 @@ BAD_ARGUMENTS = [
     ("dequantize", dict(scale=np.float16(1e-8)), "scale"),
     ("dequantize", dict(zero_point=I8(1)), "zero_point"),
     ("dequantize", dict(zero_point=np.int32([1])), "zero_point"),
-    ("dequantize", dict(q=np.int64([1])), "q"),
+    ("dequantize", dict(q=np.int64([1, -1])), "q"),
+    ("dequantize", dict(q=np.int64([2**15]), zero_point=np.int16(0)), "q"),
     ("dequantize", dict(q=np.float32([1])), "q"),
     ("dequantize", dict(q=[1.5]), "q"),
     ("dequantize", dict(q=[1, 300]), "q"),
@@ -130,10 +136,12 @@ BAD_ARGUMENTS = [
     ("qladd", dict(b_zero_point=U8([1, 2])), "b_zero_point"),
     ("qladd", dict(output_scale=0.0), "output_scale"),
     ("qladd", dict(a_zero_point=I8(0)), "a_zero_point"),
-    ("qladd", dict(a=np.int16([1, 2])), "a"),
+    ("qladd", dict(a=np.int16([1, 256])), "a"),
+    ("qladd", dict(a=np.float32([1, 2])), "a"),
     ("qladd", dict(b=U8([1, 2, 3])), "a, b"),
     ("qladd", dict(output_zero_point=I8(0), dtype="uint8"), "dtype"),
-    ("qladd", dict(output_zero_point=np.int32(0)), "output_zero_point"),
+    ("qladd", dict(output_zero_point=np.int32(-1)), "output_zero_point"),
+    ("qladd", dict(output_zero_point=np.int32(0), dtype="int8", b_zero_point=np.int64(-1)), "b_zero_point"),
     ("qladd", dict(a=[1, 256]), "a"),
     ("qladd", dict(a_scale=np.ones((1,) * 9, np.float32)), "a_scale"),
     ("qlmm", dict(a_scale=np.float32([0.1, 0.2, 0.3])), "a_scale"),  # (K,) varies along K
@@ -165,6 +173,29 @@ def test_bad_arguments_raise_value_error_naming_the_argument(
     assert str(error.value).startswith(f"{argument}:") or str(error.value).startswith(f"{argument} "), (
         error.value
     )
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: quantized_add(a_scale=1e-50),
+            "a_scale: 1e-50 underflows to 0 in float32; a scale of 0 is undefined",
+        ),
+        (lambda: quantize(scale=[0.5, 1e39]), "scale: 1e+39 overflows float32; scales must be finite"),
+        (lambda: quantize(x=np.float16([1]), scale=1e-8), "scale: 1e-08 underflows to 0 in float16"),
+        (lambda: quantize(x=np.float16([1]), scale=np.float64(70000)), "scale: 70000.0 overflows float16"),
+        (
+            lambda: dequantize(scale=np.float64([1, 0.0, 1e-50])),
+            "scale: a scale of 0 is undefined in DirectML",
+        ),
+        (lambda: matmul(b_scale=[np.nan, 1e-50]), "b_scale: scales must be finite (got nan)"),
+        (lambda: matmul(output_scale=[[-np.inf], [1.0]]), "output_scale: scales must be finite (got -inf)"),
+    ],
+)
+def test_scale_messages_name_the_value_given(call, message: str) -> None:
+    with pytest.raises(DmlError, match=f"^{re.escape(message)}"):
+        call()
 
 
 # -- shapes -----------------------------------------------------------------------------------
@@ -303,6 +334,91 @@ def test_operand_conversions() -> None:
     assert matmul(output_zero_point=I8(0)).dtype == np.int8
 
 
+@pytest.mark.parametrize(
+    "function, changes, same_as_lists",
+    [
+        ("quantize", dict(x=np.int64([7, -9]), scale=2.0), dict(x=np.int32([7, -9]), scale=2.0)),
+        ("quantize", dict(x=np.uint8([7])), dict(x=np.int32([7]))),
+        ("quantize", dict(zero_point=np.int64([3, 4])), dict(zero_point=[3, 4])),
+        ("quantize", dict(zero_point=np.uint16(3), dtype="int8"), dict(zero_point=3, dtype="int8")),
+        ("dequantize", dict(q=np.int64([1, 255])), dict(q=[1, 255])),
+        ("dequantize", dict(q=np.int64([-3]), zero_point=np.int16(2)), dict(q=[-3], zero_point=np.int16(2))),
+        (
+            "dequantize",
+            dict(q=np.int16([1, 2]), zero_point=np.int64(-5)),
+            dict(q=np.int16([1, 2]), zero_point=-5),
+        ),
+        ("qladd", dict(a=np.int32([200, 3]), b=np.uint64([1, 2])), dict(a=[200, 3], b=[1, 2])),
+        ("qladd", dict(a=np.int64([-1]), a_zero_point=I8(0)), dict(a=[-1], a_zero_point=I8(0))),
+        ("qladd", dict(output_zero_point=np.int64(9)), dict(output_zero_point=9)),
+        (
+            "qlmm",
+            dict(a=np.int64([[1, 2, 3]]), b=np.int16([[1], [2], [3]])),
+            dict(a=[[1, 2, 3]], b=[[1], [2], [3]]),
+        ),
+        ("qlmm", dict(b_zero_point=np.int64(-2)), dict(b_zero_point=-2)),
+    ],
+)
+def test_numpy_integers_of_any_dtype_behave_like_python_ints(
+    function: str, changes: dict, same_as_lists: dict
+) -> None:
+    got, want = FUNCTIONS[function](**changes), FUNCTIONS[function](**same_as_lists)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_integers_out_of_range_name_the_first_offending_value() -> None:
+    with pytest.raises(DmlError, match=re.escape("q: -7 is outside the uint8 range [0, 255]")):
+        dmlq.dequantize_linear(np.int64([[1, 300], [-7, 2]])[::-1], 1.0)
+    with pytest.raises(DmlError, match=re.escape("x: 2147483648 is outside the int32 range")):
+        dmlq.quantize_linear(np.uint64([5, 2**31]), 1.0)
+    with pytest.raises(DmlError, match=re.escape("a_zero_point: 128 is outside the int8 range [-128, 127]")):
+        quantized_add(a=I8([1]), b=I8([1]), a_zero_point=np.int64(128))
+
+
+BYTE_ORDER_CASES = {
+    "quantize float32": (
+        "quantize",
+        dict(x=np.float32([[0.5, 7], [-3, 2.5]]), scale=np.float32([[0.5], [2]])),
+    ),
+    "quantize float16": ("quantize", dict(x=np.float16([0.5, 7]), scale=np.float16(0.25), zero_point=I8(3))),
+    "quantize int32": ("quantize", dict(x=np.int32([5, -7]), scale=np.float64(2), zero_point=np.int64(9))),
+    "dequantize int16": (
+        "dequantize",
+        dict(q=np.int16([5, -700]), scale=np.float32(0.5), zero_point=np.int16(3)),
+    ),
+    "dequantize float16": ("dequantize", dict(q=np.uint16([5, 700]), scale=np.float16([0.5, 2]))),
+    "dequantize list": ("dequantize", dict(q=[-300, 2], scale=1.0, zero_point=np.int32([1, 2]))),
+    "add float32": ("add", dict(a=np.float32([1, 2]), b=np.float32([[3], [4]]))),
+    "add float16": ("add", dict(a=np.float16([1, 2]), b=[3.0, 4.0], fused_activation="elu")),
+    "qladd": (
+        "qladd",
+        dict(
+            a_scale=np.float32(0.1),
+            b_scale=np.float64(0.2),
+            output_scale=np.float32(0.3),
+            a_zero_point=np.int16(1),
+        ),
+    ),
+    "qlmm": (
+        "qlmm",
+        dict(
+            a=np.int64([[1, 2, 3], [4, 5, 6]]), a_scale=np.float32([[0.1], [0.2]]), b_scale=np.float32([0.2])
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BYTE_ORDER_CASES)
+def test_byte_swapped_operands_behave_like_native_ones(case: str) -> None:
+    function, arguments = BYTE_ORDER_CASES[case]
+    want = FUNCTIONS[function](**arguments)
+    swappable = [name for name, value in arguments.items() if isinstance(value, (np.ndarray, np.generic))]
+    for name in swappable:
+        value = np.asarray(arguments[name])
+        got = FUNCTIONS[function](**arguments | {name: value.astype(value.dtype.newbyteorder())})
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
 def test_non_contiguous_reversed_and_big_endian_inputs() -> None:
     base = np.arange(24, dtype=np.float32).reshape(4, 6) / 4
     views = [base[::2, 1::2], base[::-1], base.T, base.astype(">f4")]
@@ -319,6 +435,85 @@ def test_non_contiguous_reversed_and_big_endian_inputs() -> None:
 def test_out_is_written_and_returned() -> None:
     out = np.zeros(2, np.float32)
     assert add(out=out) is out and out.tolist() == [4.0, 6.0]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+@pytest.mark.parametrize("layout", ["packed", "strided", "reversed", "fortran", "byte-swapped", "0-d"])
+def test_every_function_writes_out_in_any_layout(function: str, layout: str) -> None:
+    grid = {
+        "quantize": dict(x=np.float32([[0.5, 1.5, 2.5], [3.5, -1.0, 7.0]])),
+        "dequantize": dict(q=U8([[1, 2, 3], [250, 0, 9]])),
+        "add": dict(a=np.float32([[1, 2, 3], [4, 5, 6]]), b=np.float32([0.5, -9, 2])),
+        "qladd": dict(a=U8([[1, 2, 3], [4, 5, 6]]), b=U8([7, 8, 9])),
+        "qlmm": dict(a=U8([[1, 2], [3, 4]]), b=I8([[1, 2, 3], [4, 5, 6]])),
+    }[function]
+    if layout == "0-d":
+        if function == "qlmm":
+            pytest.skip("the matrix multiply has no 0-d result")
+        grid = {name: value[0, 0] if value.ndim == 2 else value[0] for name, value in grid.items()}
+    want = FUNCTIONS[function](**grid)
+    storage = np.zeros((want.shape[0] * 2, want.shape[-1] * 2), want.dtype) if want.ndim else None
+    out = {
+        "packed": lambda: np.zeros_like(want),
+        "strided": lambda: storage[::2, 1::2],
+        "reversed": lambda: storage[::-2, ::-2],
+        "fortran": lambda: np.asfortranarray(np.zeros_like(want)),
+        "byte-swapped": lambda: np.zeros(want.shape, want.dtype.newbyteorder()),
+        "0-d": lambda: np.zeros((), want.dtype),
+    }[layout]()
+    assert FUNCTIONS[function](**grid, out=out) is out
+    assert np.array_equal(out, want) and out.shape == want.shape
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_out_must_be_exactly_the_result(function: str) -> None:
+    want = FUNCTIONS[function]()
+    wrong_dtype = np.uint8 if want.dtype != np.uint8 else np.int8
+    read_only = np.zeros_like(want)
+    read_only.flags.writeable = False
+    for out, message in [
+        (np.zeros(want.shape, wrong_dtype), f"out: expected shape {want.shape} and dtype {want.dtype}, got"),
+        (np.zeros((*want.shape, 1), want.dtype), "out: expected shape"),
+        (np.zeros(want.shape[1:], want.dtype), "out: expected shape"),
+        (want.tolist(), "out: must be a numpy.ndarray, not list"),
+        (read_only, "out: array is read-only"),
+    ]:
+        with pytest.raises(DmlError, match=f"^{re.escape(message)}"):
+            FUNCTIONS[function](out=out)
+
+
+def test_out_aliasing_an_input_of_another_dtype() -> None:
+    x = np.float32([0.5, 1.5, 2.5, 3.5, 300.0])
+    buffer = x.copy()
+    same_bytes = buffer.view(U8)[::4]  # each output element inside its own input element
+    assert dmlq.quantize_linear(buffer, 1.0, out=same_bytes) is same_bytes
+    assert same_bytes.tolist() == dmlq.quantize_linear(x, 1.0).tolist()
+    buffer = x.copy()
+    overlapping = buffer.view(U8)[:5]  # output elements inside the first two inputs: computed aside
+    dmlq.quantize_linear(buffer, 1.0, out=overlapping)
+    assert overlapping.tolist() == dmlq.quantize_linear(x, 1.0).tolist()
+    storage = np.zeros(4, np.float32)
+    q = storage.view(U8)[:6]
+    q[:] = [1, 2, 3, 4, 5, 6]
+    dmlq.dequantize_linear(q[:4], 0.5, out=storage)  # the float32 output overwrites q's bytes
+    assert storage.tolist() == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_out_aliasing_quantized_operands() -> None:
+    a, b = U8([[1, 2], [3, 4]]), I8([[1, -1], [2, 5]])
+    want = dmlq.quantized_linear_matrix_multiply(a, 1.0, None, b.view(U8), 1.0, None, 1.0, None)
+    assert dmlq.quantized_linear_matrix_multiply(a, 1.0, None, b.view(U8), 1.0, None, 1.0, None, out=a) is a
+    assert np.array_equal(a, want)  # a @ b read a's rows after the first was written: computed aside
+    a = U8([10, 20, 30])
+    want = dmlq.quantized_linear_add(a, 1.0, None, a[::-1], 1.0, None, 1.0, None)
+    dmlq.quantized_linear_add(a, 1.0, None, a[::-1], 1.0, None, 1.0, None, out=a)
+    assert np.array_equal(a, want)
+
+
+def test_matmul_out_with_k_zero_holds_the_output_zero_point() -> None:
+    out = np.full((2, 3), 99, U8)
+    matmul(a=np.zeros((2, 0), U8), b=np.zeros((0, 3), I8), output_zero_point=U8([[7], [9]]), out=out)
+    assert out.tolist() == [[7, 7, 7], [9, 9, 9]]
 
 
 @pytest.mark.parametrize("alias", ["a", "b"])
@@ -369,6 +564,19 @@ def test_inputs_are_never_modified(rng: np.random.Generator) -> None:
     dmlq.quantized_linear_matrix_multiply(q, s, zp, b, 0.01, np.int8(2), 0.5, None)
     for argument, copy in zip(arguments, copies):
         assert np.array_equal(argument, copy)
+
+
+@pytest.mark.parametrize("name", dmlq.numpy_api.__all__)
+def test_every_parameter_and_result_is_annotated(name: str) -> None:
+    function = getattr(dmlq, name)
+    hints = typing.get_type_hints(function)
+    assert set(hints) == {*inspect.signature(function).parameters, "return"}
+    assert hints["return"] is np.ndarray
+    assert hints.get("out", np.ndarray | None) == np.ndarray | None
+    assert hints.get("dtype", DTypeLike) == DTypeLike
+    assert all(hints[p] in (ArrayLike, ArrayLike | None) for p in ("a", "b", "x", "q", "scale") if p in hints)
+    if name == "add":
+        assert hints["fused_activation"] == activations.Activation | str | None
 
 
 def test_readme_one_liner_in_a_fresh_interpreter() -> None:

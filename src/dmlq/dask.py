@@ -2,8 +2,9 @@
 
 Needs the ``dask`` extra (``pip install "dmlq[dask]"``); ``import dmlq`` alone never imports Dask.
 
-Signatures, dtype rules and broadcasting are the NumPy layer's (``add`` has no ``out=``: a lazy
-result is never written in place). The data operands are Dask arrays (NumPy arrays and
+Signatures, dtype rules and broadcasting are the NumPy layer's, without ``out=`` (Dask has no
+such convention: a lazy result is never written in place; ``dask.array.store`` writes one into
+an existing array). The data operands are Dask arrays (NumPy arrays and
 array-likes are wrapped); scales and zero points are small NumPy arrays, scalars or lists (a Dask
 array there is computed at once). Every argument is checked when the graph is built, with the
 NumPy layer's own rules and messages: the data by dtype and shape, the small operands by value
@@ -34,25 +35,29 @@ from functools import partial
 
 import dask.array as da
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import numpy_api
+from .activations import Activation
 from .errors import DmlError
 from .kernels import matrix_operand
 from .numpy_api import (
+    BYTE_TYPES,
     DEQUANTIZE_INPUT_TYPES,
     F16,
     F32,
+    FLOAT_TYPES,
     I32,
     U8,
     _as_array,
     _broadcast_shape,
-    _byte_operand,
     _float_operand_dtype,
-    _is_numpy,
+    _integer_operand,
     _matrix_batch,
     _matrix_quantization,
     _operand,
     _output_dtype,
+    _quantize_input,
     _scale,
     _zero_point,
 )
@@ -75,14 +80,20 @@ def _small(value: object) -> object:
     return value.compute() if isinstance(value, da.Array) else value
 
 
-def _data(value: object, name: str, convert: Callable[..., np.ndarray], *rules: object) -> da.Array:
-    """A data operand as a Dask array of the dtype the NumPy layer's ``convert(value, name, *rules)``
-    gives it; a Dask array's dtype is checked on an empty stand-in, its values stay lazy."""
+def _data(value: object, name: str, convert: Callable[[object, str], np.ndarray]) -> da.Array:
+    """A data operand as a Dask array of the dtype the NumPy layer's ``convert(value, name)`` gives
+    it. A Dask array's dtype is checked now on an empty stand-in; its blocks are converted lazily
+    by ``convert`` itself, so that values beyond the new dtype's range raise when computed."""
     if not isinstance(value, da.Array):
-        return da.from_array(convert(value, name, *rules))
+        return da.from_array(convert(value, name))
     if any(math.isnan(size) for size in value.shape):
         raise DmlError(f"{name}: unknown chunk sizes; call compute_chunk_sizes() first")
-    return value.astype(convert(np.empty(0, value.dtype), name, *rules).dtype)
+    dtype = convert(np.empty(0, value.dtype), name).dtype
+    return value if value.dtype == dtype else value.map_blocks(convert, name, dtype=dtype)
+
+
+def _float_operand(python_dtype: np.dtype) -> Callable[[object, str], np.ndarray]:
+    return partial(_operand, allowed=FLOAT_TYPES, python_dtype=python_dtype, floats=F32)
 
 
 def _stand_in(value: object) -> object:
@@ -123,7 +134,8 @@ def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object]
 # -- the element-wise functions ----------------------------------------------------------------
 
 
-def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
+def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                    dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantize_linear`: ``clamp(round(x / scale) + zero_point, Min, Max)``.
 
     >>> import dask.array as da
@@ -131,7 +143,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
     array([0, 2, 2], dtype=uint8)
     """
     scale, zero_point = _small(scale), _small(zero_point)
-    x = _data(x, "x", _operand, (F32, F16, I32), F32, F32)
+    x = _data(x, "x", _quantize_input)
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
@@ -139,7 +151,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> da.Array:
     return _map_blocks(function, {"x": x, "scale": scale, "zero_point": zero_point}, out_dtype)
 
 
-def dequantize_linear(q, scale, zero_point=None) -> da.Array:
+def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None) -> da.Array:
     """Lazy :func:`dmlq.dequantize_linear`: ``(q - zero_point) * scale`` in the scale's dtype.
 
     >>> import dask.array as da
@@ -148,31 +160,33 @@ def dequantize_linear(q, scale, zero_point=None) -> da.Array:
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
     scale, zero_point = _small(scale), _small(zero_point)
-    python_dtype = np.asarray(zero_point).dtype if _is_numpy(zero_point) else U8
-    q = _data(q, "q", _operand, DEQUANTIZE_INPUT_TYPES, python_dtype)
+    q = _data(q, "q", partial(_integer_operand, zero_point=zero_point, allowed=DEQUANTIZE_INPUT_TYPES))
     scale = _scale(scale, "scale", F16 if _as_array(scale, "scale").dtype == F16 else F32)
-    zero_point = _zero_point(zero_point, "zero_point", q.dtype)
+    zero_point = _zero_point(zero_point, "zero_point", q.dtype, DEQUANTIZE_INPUT_TYPES)
     operands = {"q": q, "scale": scale, "zero_point": zero_point}
     return _map_blocks(numpy_api.dequantize_linear, operands, scale.dtype)
 
 
-def add(a, b, *, fused_activation=None) -> da.Array:
+def add(a: ArrayLike, b: ArrayLike, *,
+        fused_activation: Activation | str | None = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.add`: ``fused_activation(a + b)`` for float32 or float16 operands.
 
     >>> import dask.array as da
     >>> add(da.from_array(np.float32([1, -3]), chunks=1), 1.0, fused_activation="relu").compute()
     array([2., 0.], dtype=float32)
     """
-    a = _data(a, "a", _operand, (F32, F16), _float_operand_dtype(a, _stand_in(b)), F32)
-    b = _data(b, "b", _operand, (F32, F16), _float_operand_dtype(b, _stand_in(a)), F32)
+    a = _data(a, "a", _float_operand(_float_operand_dtype(a, _stand_in(b))))
+    b = _data(b, "b", _float_operand(_float_operand_dtype(b, _stand_in(a))))
     # The NumPy layer's remaining rules (one dtype, a known activation) on empty stand-ins.
     numpy_api.add(_stand_in(a), _stand_in(b), fused_activation=fused_activation)
     function = partial(numpy_api.add, fused_activation=fused_activation)
     return _map_blocks(function, {"a": a, "b": b}, a.dtype)
 
 
-def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                         output_scale, output_zero_point, *, dtype=None) -> da.Array:  # fmt: skip
+def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                         b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                         output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                         dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_add` (per-tensor scales and zero points, which broadcast
     into the result's shape like NumPy operands).
 
@@ -185,8 +199,8 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
              "b_zero_point": b_zero_point, "output_scale": output_scale,
              "output_zero_point": output_zero_point}  # fmt: skip
     small = {name: _small(value) for name, value in small.items()}
-    a = _data(a, "a", _byte_operand, small["a_zero_point"])
-    b = _data(b, "b", _byte_operand, small["b_zero_point"])
+    a = _data(a, "a", partial(_integer_operand, zero_point=small["a_zero_point"], allowed=BYTE_TYPES))
+    b = _data(b, "b", partial(_integer_operand, zero_point=small["b_zero_point"], allowed=BYTE_TYPES))
     # The NumPy layer's checks in its order; the scales and zero points, converted to its dtypes,
     # are operands of every block, so that their dimensions are the result's too.
     out_dtype = _output_dtype(small["output_zero_point"], dtype, a.dtype, "output_zero_point")
@@ -208,9 +222,10 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 # -- the matrix multiply -----------------------------------------------------------------------
 
 
-def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                     output_scale, output_zero_point, *,
-                                     dtype=None) -> da.Array:  # fmt: skip
+def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                                     b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                                     output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                                     dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_matrix_multiply`, bit-identical for every chunking.
 
     The result is tiled like ``a``'s M chunks and ``b``'s N chunks. For each tile, the exact
@@ -226,8 +241,8 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
         _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
     )
-    a = _data(a, "a", _byte_operand, a_zero_point)
-    b = _data(b, "b", _byte_operand, b_zero_point)
+    a = _data(a, "a", partial(_integer_operand, zero_point=a_zero_point, allowed=BYTE_TYPES))
+    b = _data(b, "b", partial(_integer_operand, zero_point=b_zero_point, allowed=BYTE_TYPES))
     for name, operand in (("a", a), ("b", b)):
         if not 2 <= operand.ndim <= 4:
             raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")

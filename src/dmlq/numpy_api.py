@@ -4,6 +4,13 @@ Each function turns its arguments into the DirectML descriptions of one operator
 becomes zero strides), compiles them on a device of the newest feature level, and runs the
 compiled operator on the arrays. The rules are the operators' own; this module only adds the
 NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales).
+
+Every function takes ``out=`` with NumPy's rules (exactly the result's shape and dtype, writable,
+any layout, may alias an input) and then returns ``out``:
+
+>>> out = np.zeros(3, np.uint8)
+>>> quantize_linear([0.5, 1.5, 2.5], 1.0, out=out) is out, out
+(True, array([0, 2, 2], dtype=uint8))
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core
 from . import activations as _activations
@@ -56,16 +64,23 @@ def _is_numpy(value: object) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
+def _native(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in native byte order: a byte-swapped array means the same values as a native one."""
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
 def _as_array(value: object, name: str) -> np.ndarray:
+    """``value`` as a numeric array in native byte order."""
     if value is None:
         raise DmlError(f"{name}: None is not an array")
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as error:
         raise DmlError(f"{name}: cannot be read as an array ({error})") from None
-    if array.dtype.kind not in "biuf":
-        raise DmlError(f"{name}: dtype {array.dtype} is not numeric")
-    return array
+    dtype = array.dtype
+    if dtype.kind not in "biuf":
+        raise DmlError(f"{name}: dtype {dtype} is not numeric")
+    return array if dtype.isnative else array.astype(_native(dtype))
 
 
 def _names(dtypes: Sequence[np.dtype]) -> str:
@@ -73,30 +88,35 @@ def _names(dtypes: Sequence[np.dtype]) -> str:
 
 
 def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+    """``array``'s integers as ``dtype``; DmlError naming the first one outside its range."""
     if array.dtype == dtype:
         return array
     if array.dtype.kind not in "iu":
         raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
     info = np.iinfo(dtype)
     if array.size and (array.min() < info.min or array.max() > info.max):
-        raise DmlError(f"{name}: values outside the {dtype} range [{info.min}, {info.max}]")
+        first = array[(array < info.min) | (array > info.max)][0]  # boolean indexing keeps C order
+        raise DmlError(f"{name}: {first} is outside the {dtype} range [{info.min}, {info.max}]")
     return array.astype(dtype)
 
 
-def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype,
-             same_kind: np.dtype | None = None) -> np.ndarray:  # fmt: skip
+def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype, *,
+             floats: np.dtype | None = None, integers: np.dtype | None = None) -> np.ndarray:  # fmt: skip
     """``value`` as an array of an allowed dtype.
 
-    Python scalars and lists take ``python_dtype``; a NumPy dtype outside ``allowed`` but of the
-    same kind as ``same_kind`` (float64 for a float32 operand) converts to ``same_kind``.
+    Python scalars and lists take ``python_dtype``; NumPy float arrays of a dtype outside
+    ``allowed`` (float64) convert to ``floats``, NumPy integer arrays (int64) to ``integers``
+    when the values fit; any other dtype is refused.
     """
     array = _as_array(value, name)
     if not _is_numpy(value):
         target = python_dtype
     elif array.dtype in allowed:
         return array
-    elif same_kind is not None and array.dtype.kind == same_kind.kind:
-        target = same_kind
+    elif floats is not None and array.dtype.kind == "f":
+        target = floats
+    elif integers is not None and array.dtype.kind in "iu":
+        target = integers
     else:
         raise DmlError(f"{name}: dtype {array.dtype} is not supported (expected {_names(allowed)})")
     if target.kind == "f":
@@ -122,22 +142,45 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
         raise DmlError(f"{name}: dtype {array.dtype} is not a float type")
     if kind == "b":
         raise DmlError(f"{name}: boolean values are not scales")
-    if array.dtype != dtype:
-        array = _to_float(array, dtype)
-    if array.size == 1:  # one scale: plain float tests cost far less than ufuncs
-        value = array.item()
-        finite, zero = math.isfinite(value), value == 0
+    scale = array if array.dtype == dtype else _to_float(array, dtype)
+    if scale.size == 1:  # one scale: plain float tests cost far less than ufuncs
+        value = scale.item()
+        valid = math.isfinite(value) and value != 0
     else:
-        finite, zero = bool(np.all(np.isfinite(array))), bool(np.any(array == 0))
-    if not finite:
-        raise DmlError(f"{name}: scales must be finite (got {array[~np.isfinite(array)][0]})")
-    if zero:
-        raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
-    return array
+        valid = bool(np.all(np.isfinite(scale))) and not np.any(scale == 0)
+    if not valid:
+        _raise_scale_error(name, array, scale)
+    return scale
+
+
+def _raise_scale_error(name: str, given: np.ndarray, scale: np.ndarray) -> NoReturn:
+    """Name the first scale that is not finite or is 0, as given, and say whether the conversion
+    to the scale's dtype (``scale``) made it so."""
+    first = int(np.flatnonzero(~np.isfinite(scale) | (scale == 0))[0])
+    value, converted = float(given.flat[first]), float(scale.flat[first])
+    if not math.isfinite(value):
+        raise DmlError(f"{name}: scales must be finite (got {value})")
+    if not math.isfinite(converted):
+        raise DmlError(f"{name}: {value!r} overflows {scale.dtype}; scales must be finite")
+    if value != 0:
+        raise DmlError(
+            f"{name}: {value!r} underflows to 0 in {scale.dtype}; a scale of 0 is undefined in DirectML"
+        )
+    raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
+
+
+def _carried_dtype(zero_point: object, carriers: Sequence[np.dtype]) -> np.dtype | None:
+    """The dtype a zero point gives its tensor: its own when it is a NumPy array or scalar of one of
+    ``carriers`` (the dtypes that tensor can have), else None: Python ints and other integer
+    dtypes (int64, NumPy's default) take the tensor's dtype from elsewhere, range-checked."""
+    if not _is_numpy(zero_point):
+        return None
+    dtype = _native(zero_point.dtype)
+    return dtype if dtype in carriers else None
 
 
 def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str) -> np.dtype:
-    """The output's 8-bit dtype: the zero point's NumPy dtype, else ``dtype``, else ``default``."""
+    """The output's 8-bit dtype: a uint8/int8 zero point's, else ``dtype``, else ``default``."""
     requested = None
     if dtype is not None:
         try:
@@ -146,23 +189,23 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
             requested = None
         if requested not in BYTE_TYPES:
             raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
-    if _is_numpy(zero_point):
-        carried = zero_point.dtype
-        if carried not in BYTE_TYPES:
-            raise DmlError(f"{name}: dtype {carried} must be uint8 or int8 (the output's type)")
+    carried = None if zero_point is None else _carried_dtype(zero_point, BYTE_TYPES)
+    if carried is not None:
         if requested is not None and requested != carried:
             raise DmlError(f"dtype: {requested} disagrees with {name}'s dtype {carried}")
         return carried
     return requested or default
 
 
-def _zero_point(value: object, name: str, dtype: np.dtype) -> np.ndarray | None:
+def _zero_point(value: object, name: str, dtype: np.dtype,
+                carriers: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
+    """A zero point as its tensor's ``dtype``: one that carries another dtype is refused."""
     if value is None:
         return None
-    array = _as_array(value, name)
-    if _is_numpy(value) and array.dtype != dtype:
-        raise DmlError(f"{name}: dtype {array.dtype} differs from its tensor's {dtype}")
-    return _convert_integers(array, name, dtype)
+    carried = _carried_dtype(value, carriers)
+    if carried is not None and carried != dtype:
+        raise DmlError(f"{name}: dtype {carried} differs from its tensor's {dtype}")
+    return _convert_integers(_as_array(value, name), name, dtype)
 
 
 def _broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
@@ -226,7 +269,7 @@ def _describable(array: np.ndarray | None) -> np.ndarray | None:
     for stride in array.strides:
         if stride < 0 or stride % itemsize:
             return np.ascontiguousarray(array)
-    return array if array.dtype.isnative else np.ascontiguousarray(array)
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def _desc(array: np.ndarray) -> TensorDesc:
@@ -245,6 +288,32 @@ def _broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
 def _at_least_1d(out: np.ndarray) -> np.ndarray:
     """A 0-d output seen as DirectML's one-element 1-D tensor."""
     return out if out.ndim else out.reshape(1)
+
+
+def _target(out: object, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Where the kernels write a result of ``shape`` and ``dtype``: a new array when ``out`` is None,
+    else ``out`` itself when DirectML strides can describe it, else a temporary for
+    :func:`_delivered` to copy into ``out``. Overlap with an input is the kernels' concern: they
+    compute into a temporary unless the output is exactly that input (element-wise operators)."""
+    if out is None:
+        return _core.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise DmlError(f"out: must be a numpy.ndarray, not {type(out).__name__}")
+    if out.shape != shape or out.dtype.newbyteorder("=") != dtype:
+        raise DmlError(f"out: expected shape {shape} and dtype {dtype}, got {out.shape} {out.dtype}")
+    if not out.flags.writeable:
+        raise DmlError("out: array is read-only")
+    if _describable(out) is out and all(s != 0 or n == 1 for s, n in zip(out.strides, shape)):
+        return out
+    return _core.empty(shape, dtype)
+
+
+def _delivered(target: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """The result: ``target``, copied into ``out`` first when it is ``out``'s temporary."""
+    if out is None or target is out:
+        return target
+    out[...] = target
+    return out
 
 
 _COMPILED: dict[tuple, CompiledOperator] = {}
@@ -293,7 +362,8 @@ def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], 
 # -- the five functions ------------------------------------------------------------------------
 
 
-def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
+def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                    dtype: DTypeLike = None, out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8 or int8.
 
     ``x`` is float32, float16 or int32; ``scale`` broadcasts against it (a scalar is per-tensor,
@@ -305,38 +375,42 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None) -> np.ndarray:
     array([[-2,  2],
            [-4,  4]], dtype=int8)
     """
-    x = _operand(x, "x", QUANTIZE_INPUT_TYPES, F32, same_kind=F32)
+    x = _quantize_input(x, "x")
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
-    shape = _broadcast_shape(x=x, scale=scale, zero_point=zero_point)
-    out = _core.empty(shape, out_dtype)
-    if out.size:
+    target = _target(out, _broadcast_shape(x=x, scale=scale, zero_point=zero_point), out_dtype)
+    if target.size:
         operands = {"input": x, "scale": scale, "zero_point": zero_point}
-        _run(ElementWiseQuantizeLinear, operands, _at_least_1d(out))
-    return out
+        _run(ElementWiseQuantizeLinear, operands, _at_least_1d(target))
+    return _delivered(target, out)
 
 
-def dequantize_linear(q, scale, zero_point=None) -> np.ndarray:
+def _quantize_input(value: object, name: str) -> np.ndarray:
+    """``quantize_linear``'s data: float32, float16 or int32 (Python numbers become float32)."""
+    return _operand(value, name, QUANTIZE_INPUT_TYPES, F32, floats=F32, integers=I32)
+
+
+def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                      out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``(q - zero_point) * scale`` in the scale's dtype (float32 or float16).
 
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
-    python_dtype = zero_point.dtype if _is_numpy(zero_point) else U8
-    q = _operand(q, "q", DEQUANTIZE_INPUT_TYPES, python_dtype)
+    q = _integer_operand(q, "q", zero_point, DEQUANTIZE_INPUT_TYPES)
     scale_array = _as_array(scale, "scale")
     scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
-    zero_point = _zero_point(zero_point, "zero_point", q.dtype)
-    shape = _broadcast_shape(q=q, scale=scale, zero_point=zero_point)
-    out = _core.empty(shape, scale.dtype)
-    if out.size:
+    zero_point = _zero_point(zero_point, "zero_point", q.dtype, DEQUANTIZE_INPUT_TYPES)
+    target = _target(out, _broadcast_shape(q=q, scale=scale, zero_point=zero_point), scale.dtype)
+    if target.size:
         operands = {"input": q, "scale": scale, "zero_point": zero_point}
-        _run(ElementWiseDequantizeLinear, operands, _at_least_1d(out))
-    return out
+        _run(ElementWiseDequantizeLinear, operands, _at_least_1d(target))
+    return _delivered(target, out)
 
 
-def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
+def add(a: ArrayLike, b: ArrayLike, *, fused_activation: _activations.Activation | str | None = None,
+        out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``fused_activation(a + b)`` for float32 or float16 arrays of one dtype.
 
     ``fused_activation`` is None, a name (``"relu"``, ``"leaky_relu"``...) or an object of
@@ -346,57 +420,32 @@ def add(a, b, *, fused_activation=None, out=None) -> np.ndarray:
     array([2., 0.], dtype=float32)
     """
     a_dtype = _float_operand_dtype(a, b)
-    a = _operand(a, "a", FLOAT_TYPES, a_dtype, same_kind=F32)
-    b = _operand(b, "b", FLOAT_TYPES, _float_operand_dtype(b, a), same_kind=F32)
+    a = _operand(a, "a", FLOAT_TYPES, a_dtype, floats=F32)
+    b = _operand(b, "b", FLOAT_TYPES, _float_operand_dtype(b, a), floats=F32)
     if a.dtype != b.dtype:
         raise DmlError(f"a, b: {a.dtype} and {b.dtype} differ (DirectML has no mixed-type add)")
     activation = _activations.from_spec(fused_activation)
-    shape = _broadcast_shape(a=a, b=b)
-    target = _add_target(out, shape, a, b)
+    target = _target(out, _broadcast_shape(a=a, b=b), a.dtype)
     if target.size:
         operands = {"a": a, "b": b}
         if activation is None:
             _run(ElementWiseAdd, operands, _at_least_1d(target))
         else:
             _run(ElementWiseAdd1, operands, _at_least_1d(target), fused_activation=activation)
-    if out is None:
-        return target
-    if target is not out:
-        out[...] = target
-    return out
+    return _delivered(target, out)
 
 
 def _float_operand_dtype(value: object, other: object) -> np.dtype:
     """Python numbers take the other operand's float dtype when it has one, else float32."""
-    if _is_numpy(other) and other.dtype in FLOAT_TYPES:
-        return other.dtype
+    if _is_numpy(other) and _native(other.dtype) in FLOAT_TYPES:
+        return _native(other.dtype)
     return F32
 
 
-def _add_target(out: object, shape: tuple[int, ...], a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Where to write: ``out`` itself when it can be written directly, else a new array."""
-    if out is None:
-        return _core.empty(shape, a.dtype)
-    if not isinstance(out, np.ndarray):
-        raise DmlError(f"out: must be a numpy.ndarray, not {type(out).__name__}")
-    if out.dtype != a.dtype or out.shape != shape:
-        raise DmlError(f"out: expected shape {shape} and dtype {a.dtype}, got {out.shape} {out.dtype}")
-    if not out.flags.writeable:
-        raise DmlError("out: array is read-only")
-    direct = _describable(out) is out and all(s != 0 or n == 1 for s, n in zip(out.strides, shape))
-    for operand in (a, b):
-        if np.may_share_memory(out, operand) and not _same_layout(out, operand):
-            direct = False
-    return out if direct else _core.empty(shape, a.dtype)
-
-
-def _same_layout(out: np.ndarray, operand: np.ndarray) -> bool:
-    layout = out.__array_interface__["data"][0], out.strides, out.shape
-    return layout == (operand.__array_interface__["data"][0], operand.strides, operand.shape)
-
-
-def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                         output_scale, output_zero_point, *, dtype=None) -> np.ndarray:  # fmt: skip
+def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                         b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                         output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                         dtype: DTypeLike = None, out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Dequantize ``a`` and ``b``, add in float32, requantize: DirectML's QuantizedLinearAdd.
 
     Every scale and zero point holds one element (zero points may be None); all of them broadcast
@@ -405,8 +454,8 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     >>> quantized_linear_add(np.uint8([10, 20]), 0.5, None, np.uint8([1, 3]), 1.0, None, 2.0, None)
     array([3, 6], dtype=uint8)
     """
-    a = _byte_operand(a, "a", a_zero_point)
-    b = _byte_operand(b, "b", b_zero_point)
+    a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
+    b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
     quantization = {
         "a_scale": _scale(a_scale, "a_scale", F32),
@@ -419,26 +468,27 @@ def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     for name, value in quantization.items():
         if value is not None and value.size != 1:
             raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
-    shape = _broadcast_shape(a=a, b=b, **quantization)
-    out = _core.empty(shape, out_dtype)
-    if out.size:
-        ones = (1,) * max(len(shape), 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
+    target = _target(out, _broadcast_shape(a=a, b=b, **quantization), out_dtype)
+    if target.size:
+        ones = (1,) * max(target.ndim, 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
         operands = {"a": a, "b": b}
         operands |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
-        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(out), as_given=tuple(quantization))
-    return out
+        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(target), as_given=tuple(quantization))
+    return _delivered(target, out)
 
 
-def _byte_operand(value: object, name: str, zero_point: object) -> np.ndarray:
-    python_dtype = zero_point.dtype if _is_numpy(zero_point) else U8
-    if python_dtype not in BYTE_TYPES:
-        raise DmlError(f"{name}_zero_point: dtype {python_dtype} must be uint8 or int8")
-    return _operand(value, name, BYTE_TYPES, python_dtype)
+def _integer_operand(value: object, name: str, zero_point: object, allowed: Sequence[np.dtype]) -> np.ndarray:
+    """Integer data of an ``allowed`` dtype; lists and NumPy integers of other dtypes (int64) take
+    the dtype their zero point carries, else uint8, and must fit it."""
+    dtype = _carried_dtype(zero_point, allowed) or U8
+    return _operand(value, name, allowed, dtype, integers=dtype)
 
 
-def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                     output_scale, output_zero_point, *,
-                                     dtype=None) -> np.ndarray:  # fmt: skip
+def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
+                                     b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                                     output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
+                                     dtype: DTypeLike = None,
+                                     out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Quantized ``a @ b``: ``a`` is ``[..., M, K]``, ``b`` ``[..., K, N]`` (2 to 4 dimensions).
 
     Integer products accumulate exactly for every K, then requantize once. ``a`` and output
@@ -451,8 +501,8 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     ...                                  np.int8([[3], [4]]), 1.0, None, 2.0, None)
     array([[6]], dtype=uint8)
     """
-    a = _byte_operand(a, "a", a_zero_point)
-    b = _byte_operand(b, "b", b_zero_point)
+    a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
+    b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     for name, operand in (("a", a), ("b", b)):
         if not 2 <= operand.ndim <= 4:
             raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
@@ -475,14 +525,13 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     ndim = len(out_shape)
     operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
-    if not np.prod(out_shape):
-        return np.empty(out_shape, out_dtype)
-    if k == 0:
-        return _empty_product(operands["output_zero_point"], out_shape, out_dtype)
-    out = _core.empty(out_shape, out_dtype)
-    views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
-    _run(QuantizedLinearMatrixMultiply, views, out, as_given=tuple(views))
-    return out
+    target = _target(out, out_shape, out_dtype)
+    if target.size and k == 0:
+        _write_empty_product(operands["output_zero_point"], target)
+    elif target.size:
+        views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
+        _run(QuantizedLinearMatrixMultiply, views, target, as_given=tuple(views))
+    return _delivered(target, out)
 
 
 def _matrix_batch(operands: dict[str, np.ndarray | None]) -> tuple[int, ...]:
@@ -520,9 +569,9 @@ def _batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(_describable(operand), (*batch, *operand.shape[-2:]))
 
 
-def _empty_product(zero_point: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype):
+def _write_empty_product(zero_point: np.ndarray | None, target: np.ndarray) -> None:
     """K = 0: every sum is 0, so each output is its zero point."""
     if zero_point is None:
-        return np.zeros(shape, dtype)
-    values = saturate(zero_point.astype(np.float64), dtype)
-    return np.broadcast_to(values.reshape(values.shape[-2:]), shape).copy()
+        target[...] = 0
+    else:
+        target[...] = saturate(zero_point.astype(np.float64), target.dtype).reshape(zero_point.shape[-2:])
