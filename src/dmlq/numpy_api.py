@@ -188,7 +188,7 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
         except TypeError:
             requested = None
         if requested not in BYTE_TYPES:
-            raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
+            raise DmlError(f"dtype: {dtype!r} is not uint8, int8, int4 or uint4")
     carried = None if zero_point is None else _carried_dtype(zero_point, BYTE_TYPES)
     if carried is not None:
         if requested is not None and requested != carried:
