@@ -9,8 +9,6 @@
  * Threads take units of rows that start on a byte boundary (two rows when cols is odd), so no two
  * threads write one byte.
  */
-#include <math.h>
-
 #include "common.h"
 #include "int4.h"
 
@@ -36,13 +34,11 @@ static float read_float(const char *p, int type) {
 static void fill_table(lookup_table *table, const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
     const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
     const int zero_point = p->zero_point ? p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0;
-    for (int nibble = 0; nibble < 16; nibble++) {
+    for (int nibble = 0; nibble < 16; nibble++)
         table->f32[nibble] = (float)(nibble_value(nibble, p->is_signed) - zero_point) * scale;
-        table->f16[nibble] = dmlq_float_to_half(table->f32[nibble]);
-    }
 }
 
-static void look_up_portable(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
+static void look_up_elements(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
                              char *out, int out_type) {
     if (out_type == DMLQ_F16) {
         uint16_t *o = (uint16_t *)out;
@@ -51,6 +47,13 @@ static void look_up_portable(const uint8_t *packed, ptrdiff_t first, ptrdiff_t c
         float *o = (float *)out;
         for (ptrdiff_t i = 0; i < count; i++) o[i] = table->f32[nibble_at(packed, first + i)];
     }
+}
+
+static void look_up_portable(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
+                             char *out, int out_type) {
+    if (out_type == DMLQ_F16)
+        for (int nibble = 0; nibble < 16; nibble++) table->f16[nibble] = dmlq_float_to_half(table->f32[nibble]);
+    look_up_elements(packed, first, count, table, out, out_type);
 }
 
 #if DMLQ_X86
@@ -62,11 +65,15 @@ static __m128i sixteen_nibbles(const uint8_t *bytes) {
     return _mm_unpacklo_epi8(_mm_and_si128(packed, low_four), _mm_and_si128(_mm_srli_epi16(packed, 4), low_four));
 }
 
-static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
+static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
                          char *out, int out_type) {
     ptrdiff_t done = 0;
+    if (out_type == DMLQ_F16)
+        for (int half = 0; half < 2; half++)
+            _mm_storeu_si128((__m128i *)(table->f16 + 8 * half),
+                             _mm256_cvtps_ph(_mm256_loadu_ps(table->f32 + 8 * half), _MM_FROUND_TO_NEAREST_INT));
     if (first & 1) { /* start on a byte */
-        look_up_portable(packed, first, 1, table, out, out_type);
+        look_up_elements(packed, first, 1, table, out, out_type);
         done = 1;
     }
     const size_t size = out_type == DMLQ_F16 ? 2 : 4;
@@ -97,13 +104,13 @@ static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count
             }
         }
     }
-    look_up_portable(packed, first + done, count - done, table, out + done * size, out_type);
+    look_up_elements(packed, first + done, count - done, table, out + done * size, out_type);
 }
 
 DMLQ_END_TARGET
 #endif
 
-typedef void (*look_up_fn)(const uint8_t *, ptrdiff_t, ptrdiff_t, const lookup_table *, char *, int);
+typedef void (*look_up_fn)(const uint8_t *, ptrdiff_t, ptrdiff_t, lookup_table *, char *, int);
 
 typedef struct {
     const dmlq_int4_problem *p;
@@ -152,14 +159,15 @@ void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
 
 /* ---- quantize -------------------------------------------------------------------------------- */
 
-/* clamp(round(x / scale) + zero_point, lo, hi) as the reference: float32 quotient, halves to even,
- * float32 sum, NaN to 0. */
-static int quantize_value(float x, float scale, float zero_point, int reciprocal, float lo, float hi) {
-    const float quotient = reciprocal ? x * (1.0f / scale) : x / scale;
-    const float value = nearbyintf(quotient) + zero_point;
-    if (value != value) return 0;
-    return (int)(value < lo ? lo : value > hi ? hi : value);
-}
+enum { TILE = 256 };
+
+/* Round half to even in the default rounding mode, without raising inexact (vectorisable). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <math.h>
+#define RNE(x) nearbyintf(x)
+#else
+#define RNE(x) __builtin_nearbyintf(x)
+#endif
 
 static void write_nibble(uint8_t *packed, ptrdiff_t index, int value) {
     const int shift = (int)(index & 1) * 4;
@@ -167,29 +175,74 @@ static void write_nibble(uint8_t *packed, ptrdiff_t index, int value) {
     *byte = (uint8_t)((*byte & ~(0xF << shift)) | ((value & 0xF) << shift));
 }
 
-static void quantize_rows(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int reciprocal) {
-    const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f;
-    const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
+/* Nibbles of values[0..count) to elements first..: whole bytes at once, shared bytes nibble by nibble. */
+static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values, ptrdiff_t count) {
+    ptrdiff_t i = 0;
+    if (first & 1) {
+        write_nibble(packed, first, values[0]);
+        i = 1;
+    }
+    uint8_t *bytes = packed + ((first + i) >> 1);
+    for (; i + 2 <= count; i += 2) *bytes++ = (uint8_t)((values[i] & 0xF) | ((values[i + 1] & 0xF) << 4));
+    if (i < count) write_nibble(packed, first + i, values[i]);
+}
+
+/* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
+ * float32 quotient or product by the float32 reciprocal, halves to even, a float32 sum, NaN to 0), in
+ * loops the compiler vectorises at each target. */
+#define QUANTIZE_SPAN(NAME)                                                                              \
+    static void NAME(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero, \
+                     int reciprocal) {                                                                   \
+        const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f;                  \
+        const float factor = 1.0f / scale;                                                               \
+        float x[TILE];                                                                                   \
+        int8_t values[TILE];                                                                             \
+        for (ptrdiff_t done = 0; done < count; done += TILE) {                                           \
+            const ptrdiff_t n = count - done < TILE ? count - done : TILE, start = first + done;         \
+            if (p->float_type == DMLQ_F16)                                                               \
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = dmlq_half_to_float(((const uint16_t *)p->floats)[start + i]); \
+            else                                                                                         \
+                memcpy(x, (const float *)p->floats + start, (size_t)n * sizeof(float));                  \
+            if (reciprocal)                                                                              \
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = RNE(x[i] * factor) + zero;     \
+            else                                                                                         \
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = RNE(x[i] / scale) + zero;      \
+            for (ptrdiff_t i = 0; i < n; i++) {                                                          \
+                const float r = x[i] != x[i] ? 0.0f : x[i] < lo ? lo : x[i] > hi ? hi : x[i];            \
+                values[i] = (int8_t)r;                                                                   \
+            }                                                                                            \
+            store_nibbles(p->packed_out, start, values, n);                                              \
+        }                                                                                                \
+    }
+
+QUANTIZE_SPAN(quantize_span_portable)
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+QUANTIZE_SPAN(quantize_span_avx2)
+DMLQ_END_TARGET
+#endif
+
+typedef void (*quantize_span_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, float, float, int);
+
+typedef struct {
+    const dmlq_int4_problem *p;
+    ptrdiff_t rows_per_unit, units, next;
+    int reciprocal;
+    quantize_span_fn span;
+} quantize_context;
+
+static void quantize_rows(const quantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
+    const dmlq_int4_problem *p = c->p;
     for (ptrdiff_t row = first_row; row < end_row; row++) {
         for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
             const ptrdiff_t block_row = row / p->block_rows, block_col = col / p->block_cols;
             const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
             const float zero_point =
                 p->zero_point ? (float)p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0.0f;
-            for (ptrdiff_t i = 0; i < p->block_cols; i++) {
-                const ptrdiff_t element = row * p->cols + col + i;
-                const float x = read_float(p->floats + (size_t)element * size, p->float_type);
-                write_nibble(p->packed_out, element, quantize_value(x, scale, zero_point, reciprocal, lo, hi));
-            }
+            c->span(p, row * p->cols + col, p->block_cols, scale, zero_point, c->reciprocal);
         }
     }
 }
-
-typedef struct {
-    const dmlq_int4_problem *p;
-    ptrdiff_t rows_per_unit, units, next;
-    int reciprocal;
-} quantize_context;
 
 static void quantize_units(void *context, int thread, int threads) {
     quantize_context *c = context;
@@ -197,12 +250,15 @@ static void quantize_units(void *context, int thread, int threads) {
     (void)threads;
     for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
         const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
-        quantize_rows(c->p, first, end < c->p->rows ? end : c->p->rows, c->reciprocal);
+        quantize_rows(c, first, end < c->p->rows ? end : c->p->rows);
     }
 }
 
 void dmlq_quantize_int4(const dmlq_int4_problem *p, int reciprocal, int threads) {
-    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal};
+    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal, quantize_span_portable};
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.span = quantize_span_avx2;
+#endif
     c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
     dmlq_parallel(quantize_units, &c, c.units > 1 ? threads : 1);
 }
