@@ -67,24 +67,25 @@ static __m128i sixteen_nibbles(const uint8_t *bytes) {
 
 static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
                          char *out, int out_type) {
+    const size_t size = out_type == DMLQ_F16 ? 2 : 4;
+    __m128i low_table = _mm_setzero_si128(), high_table = _mm_setzero_si128();
+    if (out_type == DMLQ_F16) { /* the 16 halves, then their low and high bytes as two shuffle tables */
+        const __m128i halves0 = _mm256_cvtps_ph(_mm256_loadu_ps(table->f32), _MM_FROUND_TO_NEAREST_INT);
+        const __m128i halves1 = _mm256_cvtps_ph(_mm256_loadu_ps(table->f32 + 8), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)table->f16, halves0);
+        _mm_storeu_si128((__m128i *)(table->f16 + 8), halves1);
+        const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const __m128i a = _mm_shuffle_epi8(halves0, split), b = _mm_shuffle_epi8(halves1, split);
+        low_table = _mm_unpacklo_epi64(a, b);
+        high_table = _mm_unpackhi_epi64(a, b);
+    }
     ptrdiff_t done = 0;
-    if (out_type == DMLQ_F16)
-        for (int half = 0; half < 2; half++)
-            _mm_storeu_si128((__m128i *)(table->f16 + 8 * half),
-                             _mm256_cvtps_ph(_mm256_loadu_ps(table->f32 + 8 * half), _MM_FROUND_TO_NEAREST_INT));
     if (first & 1) { /* start on a byte */
         look_up_elements(packed, first, 1, table, out, out_type);
         done = 1;
     }
-    const size_t size = out_type == DMLQ_F16 ? 2 : 4;
     const uint8_t *bytes = packed + ((first + done) >> 1);
     if (out_type == DMLQ_F16) {
-        uint8_t low[16], high[16];
-        for (int i = 0; i < 16; i++) {
-            low[i] = (uint8_t)(table->f16[i] & 0xFF);
-            high[i] = (uint8_t)(table->f16[i] >> 8);
-        }
-        const __m128i low_table = _mm_loadu_si128((const __m128i *)low), high_table = _mm_loadu_si128((const __m128i *)high);
         for (; done + 16 <= count; done += 16, bytes += 8) {
             const __m128i nibbles = sixteen_nibbles(bytes);
             const __m128i l = _mm_shuffle_epi8(low_table, nibbles), h = _mm_shuffle_epi8(high_table, nibbles);
@@ -92,13 +93,13 @@ static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count
             _mm_storeu_si128((__m128i *)(out + done * size + 16), _mm_unpackhi_epi8(l, h));
         }
     } else {
-        const __m256 low_table = _mm256_loadu_ps(table->f32), high_table = _mm256_loadu_ps(table->f32 + 8);
+        const __m256 low_floats = _mm256_loadu_ps(table->f32), high_floats = _mm256_loadu_ps(table->f32 + 8);
         for (; done + 16 <= count; done += 16, bytes += 8) {
             const __m128i nibbles = sixteen_nibbles(bytes);
             for (int half = 0; half < 2; half++) {
                 const __m256i index = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(nibbles, 8) : nibbles);
-                const __m256 chosen = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low_table, index),
-                                                       _mm256_permutevar8x32_ps(high_table, index),
+                const __m256 chosen = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low_floats, index),
+                                                       _mm256_permutevar8x32_ps(high_floats, index),
                                                        _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
                 _mm256_storeu_ps((float *)(out + (done + 8 * half) * size), chosen);
             }
