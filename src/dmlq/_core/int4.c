@@ -217,9 +217,47 @@ static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values
     }
 
 QUANTIZE_SPAN(quantize_span_portable)
+
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
-QUANTIZE_SPAN(quantize_span_avx2)
+
+/* Eight values' nibbles as four bytes: each 64-bit lane's odd value shifted beside its even one. */
+static uint32_t eight_nibbles(__m256i values) {
+    const __m256i nibbles = _mm256_and_si256(values, _mm256_set1_epi32(0xF));
+    const __m256i pairs = _mm256_or_si256(nibbles, _mm256_srli_epi64(nibbles, 28));
+    const __m256i gathered = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                         -1, -1, -1, -1, 0, 8, -1, -1, -1, -1, -1, -1,
+                                                                         -1, -1, -1, -1, -1, -1, -1, -1));
+    const uint32_t low = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(gathered)) & 0xFFFFu;
+    const uint32_t high = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(gathered, 1)) & 0xFFFFu;
+    return low | high << 16;
+}
+
+static void quantize_span_avx2(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero,
+                               int reciprocal) {
+    ptrdiff_t done = 0;
+    if (first & 1) { /* start on a byte */
+        quantize_span_portable(p, first, 1, scale, zero, reciprocal);
+        done = 1;
+    }
+    const __m256 lo = _mm256_set1_ps(p->is_signed ? -8.0f : 0.0f), hi = _mm256_set1_ps(p->is_signed ? 7.0f : 15.0f);
+    const __m256 divisor = _mm256_set1_ps(scale), factor = _mm256_set1_ps(1.0f / scale), zeros = _mm256_set1_ps(zero);
+    uint8_t *bytes = p->packed_out + ((first + done) >> 1);
+    for (; done + 8 <= count; done += 8, bytes += 4) {
+        const ptrdiff_t element = first + done;
+        const __m256 x = p->float_type == DMLQ_F16
+                             ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p->floats + element)))
+                             : _mm256_loadu_ps((const float *)p->floats + element);
+        const __m256 quotient = reciprocal ? _mm256_mul_ps(x, factor) : _mm256_div_ps(x, divisor);
+        const __m256 value = _mm256_add_ps(_mm256_round_ps(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zeros);
+        const __m256 nan = _mm256_cmp_ps(value, value, _CMP_UNORD_Q);
+        const __m256 clamped = _mm256_andnot_ps(nan, _mm256_min_ps(_mm256_max_ps(value, lo), hi));
+        const uint32_t packed = eight_nibbles(_mm256_cvtps_epi32(clamped));
+        memcpy(bytes, &packed, 4);
+    }
+    if (done < count) quantize_span_portable(p, first + done, count - done, scale, zero, reciprocal);
+}
+
 DMLQ_END_TARGET
 #endif
 
