@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from conftest import element_offsets
-from dmlq import DataType, Device, DmlError, FeatureLevel, TensorDesc, activations, ops
+from dmlq import DataType, Device, DmlError, FeatureLevel, QuantizationType, TensorDesc, activations, ops
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -177,17 +177,56 @@ def quantized(draw, cls) -> ops.OperatorDesc:
     return cls(**fields)
 
 
+FOUR_AND_EIGHT_BITS = [DataType.INT8, DataType.UINT8, DataType.INT4, DataType.UINT4]
+
+
 @st.composite
-def descriptions(draw) -> tuple[ops.OperatorDesc, FeatureLevel]:
-    cls = draw(st.sampled_from(ops.OPERATORS))
+def blockwise(draw, cls) -> ops.OperatorDesc:
+    """A Quantize or Dequantize: blocks of random sizes along every dimension, 8- or 4-bit."""
+    counts = draw(st.lists(st.integers(1, 3), min_size=1, max_size=8))
+    sizes = [count * draw(st.integers(1, 3)) for count in counts]
+    float_type = draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16]))
+    integer_type = draw(st.sampled_from(FOUR_AND_EIGHT_BITS))
+    sides = ("input", "output") if cls is ops.Quantize else ("output", "input")
+    types = dict(zip(sides, (float_type, integer_type)))
+    quantization = [draw(layouts(float_type, counts, False))]
+    if draw(st.booleans()):
+        quantization.append(draw(layouts(integer_type, counts, False)))
+    return cls(
+        input=draw(layouts(types["input"], sizes, False)),
+        quantization_type=QuantizationType(len(quantization)),
+        quantization_tensors=quantization,
+        output=draw(layouts(types["output"], sizes, True)),
+    )
+
+
+@st.composite
+def mutation(draw, desc: ops.OperatorDesc) -> dict[str, object]:
+    """Every tensor field mutated (each element of an array field)."""
+    changes = {}
+    for tensor_field in desc.FIELDS:
+        value = getattr(desc, tensor_field.name)
+        if tensor_field.is_array:
+            changes[tensor_field.name] = tuple(draw(mutated(item, False)) for item in value)
+        else:
+            changes[tensor_field.name] = draw(mutated(value, tensor_field.is_output))
+    return changes
+
+
+BYTE_ADDRESSED = tuple(cls for cls in ops.OPERATORS if cls not in (ops.Quantize, ops.Dequantize))
+
+
+@st.composite
+def descriptions(draw, operators=ops.OPERATORS) -> tuple[ops.OperatorDesc, FeatureLevel]:
+    cls = draw(st.sampled_from(operators))
     if cls in (ops.ElementWiseQuantizedLinearAdd, ops.QuantizedLinearMatrixMultiply):
         desc = draw(quantized(cls))
+    elif cls in (ops.Quantize, ops.Dequantize):
+        desc = draw(blockwise(cls))
     else:
         desc = draw(element_wise(cls))
     if draw(st.booleans()):
-        desc = desc.replace(
-            **{f.name: draw(mutated(getattr(desc, f.name), f.is_output)) for f in desc.FIELDS}
-        )
+        desc = desc.replace(**draw(mutation(desc)))
     level = draw(st.one_of(st.just(FeatureLevel.newest()), st.sampled_from(sorted(FeatureLevel))))
     return desc, level
 
@@ -255,7 +294,7 @@ def execution_inputs(rng, desc: ops.OperatorDesc) -> list[tuple[np.ndarray, np.n
 
 
 @SETTINGS
-@given(descriptions(), st.integers(0, 2**32 - 1))
+@given(descriptions(BYTE_ADDRESSED), st.integers(0, 2**32 - 1))  # nibbles: tests/test_int4_device.py
 def test_execute_writes_only_the_output_elements_and_keeps_inputs(case, seed: int) -> None:
     desc, level = case
     op = compile_or_none(desc, level)

@@ -62,6 +62,8 @@ OPERATOR_IDS = {
     "ElementWiseAdd1": ("ELEMENT_WISE_ADD1", 89, "2_0", True),
     "QuantizedLinearMatrixMultiply": ("QUANTIZED_LINEAR_MATRIX_MULTIPLY", 118, "2_1", False),
     "ElementWiseQuantizedLinearAdd": ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", 147, "4_0", False),
+    "Quantize": ("QUANTIZE", 173, "6_3", False),
+    "Dequantize": ("DEQUANTIZE", 174, "6_3", False),
 }
 # class: (DML type, value, level, DirectMLX defaults or None when the parameters have none)
 ACTIVATION_IDS = {

@@ -15,6 +15,7 @@ array([0, 2, 2], dtype=uint8)
 from . import activations, ops
 from .device import CompiledOperator, Device
 from .errors import DmlError
+from .int4 import pack_int4, unpack_int4
 from .numpy_api import (
     add,
     dequantize_linear,
@@ -25,7 +26,7 @@ from .numpy_api import (
 from .ops import OperatorDesc
 from .tensor import TensorDesc, calc_buffer_tensor_size
 from .threads import get_num_threads, set_num_threads
-from .types import DataType, FeatureLevel, TensorFlags
+from .types import DataType, FeatureLevel, QuantizationType, TensorFlags
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "DmlError",
     "FeatureLevel",
     "OperatorDesc",
+    "QuantizationType",
     "TensorDesc",
     "TensorFlags",
     "activations",
@@ -44,8 +46,10 @@ __all__ = [
     "dequantize_linear",
     "get_num_threads",
     "ops",
+    "pack_int4",
     "quantize_linear",
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",
     "set_num_threads",
+    "unpack_int4",
 ]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from .errors import DmlError
+from .int4 import Nibbles
 from .tensor import TensorDesc
+from .types import DataType
 
-__all__ = ["Binding", "buffer_bytes"]
+__all__ = ["Binding", "NibbleBinding", "binding_of", "buffer_bytes"]
 
 
 def buffer_bytes(buffer: object, where: str, *, writable: bool) -> np.ndarray:
@@ -80,3 +83,51 @@ class Binding:
             raw = "raw bytes (bytes, bytearray, memoryview, a uint8 view)"
             raise DmlError(f"{self.where}: ndarray of dtype {dtype} bound to a {self.data_type} tensor; "
                            f"pass {self.dtype} or {raw}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NibbleBinding:
+    """How a 4-bit tensor reads (or writes) its buffer: element strides count nibbles.
+
+    >>> binding = NibbleBinding.of(TensorDesc(DataType.INT4, [3]), "q", writable=False)
+    >>> nibbles, start = binding.bind(np.uint8([0xE1, 0x03, 0, 0]))
+    >>> nibbles.unpacked()
+    array([1, -2, 3], dtype=int4)
+    """
+
+    where: str
+    dtype: np.dtype  # ml_dtypes.int4 or uint4
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # nibbles
+    addressed_bytes: int
+    alignment: int
+    writable: bool
+
+    @classmethod
+    def of(cls, desc: TensorDesc, where: str, *, writable: bool) -> NibbleBinding:
+        dtype = np.dtype(ml_dtypes.int4 if desc.data_type == DataType.INT4 else ml_dtypes.uint4)
+        return cls(where, dtype, tuple(desc.sizes), desc.element_strides, desc.addressed_bytes,
+                   desc.guaranteed_base_offset_alignment, writable)  # fmt: skip
+
+    def bind(self, buffer: object) -> tuple[Nibbles, int]:
+        """The tensor's nibbles in ``buffer`` and the address where the buffer starts."""
+        if isinstance(buffer, np.ndarray) and buffer.dtype != np.uint8:
+            packed = "dmlq.pack_int4's uint8 array, or bytes, bytearray, memoryview"
+            raise DmlError(f"{self.where}: ndarray of dtype {buffer.dtype} bound to a 4-bit tensor, "
+                           f"which binds packed bytes: pass {packed}")  # fmt: skip
+        memory = buffer_bytes(buffer, self.where, writable=self.writable)
+        start = memory.__array_interface__["data"][0]
+        if memory.nbytes < self.addressed_bytes:
+            raise DmlError(f"{self.where}: buffer of {memory.nbytes} bytes is smaller than the "
+                           f"{self.addressed_bytes} bytes its tensor addresses")  # fmt: skip
+        if self.alignment and start % self.alignment:
+            raise DmlError(f"{self.where}: buffer address is not a multiple of its {self.alignment}-byte "
+                           "guaranteed_base_offset_alignment")  # fmt: skip
+        return Nibbles(memory[: self.addressed_bytes], self.shape, self.strides, self.dtype), start
+
+
+def binding_of(desc: TensorDesc, where: str, *, writable: bool) -> Binding | NibbleBinding:
+    """The binding for ``desc``: byte-addressed elements, or nibbles for the 4-bit types."""
+    if desc.data_type.bits == 4:
+        return NibbleBinding.of(desc, where, writable=writable)
+    return Binding.of(desc, where, writable=writable)

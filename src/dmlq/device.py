@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .buffers import Binding
+from .buffers import Binding, NibbleBinding, binding_of
 from .errors import DmlError
+from .int4 import Nibbles
 from .kernels import KERNELS
 from .ops import OperatorDesc
 from .types import FeatureLevel
@@ -74,9 +75,10 @@ class CompiledOperator:
         self._kernel = KERNELS[type(desc)]
         self._reciprocal_division = device.reciprocal_division
         where = f"{type(desc).__name__}.execute"
-        self._inputs = [_binding(desc, tensor_field.name, f"{where} inputs[{index}]", writable=False)
-                        for index, tensor_field in enumerate(desc.input_fields())]  # fmt: skip
-        self._output = _binding(desc, desc.output_fields()[0].name, f"{where} outputs[0]", writable=True)
+        self._inputs = [_binding(tensor, name, f"{where} inputs[{index}]", writable=False)
+                        for index, (name, tensor) in enumerate(desc.input_tensors())]  # fmt: skip
+        output_name = desc.output_fields()[0].name
+        self._output = _binding(getattr(desc, output_name), output_name, f"{where} outputs[0]", writable=True)
 
     @property
     def desc(self) -> OperatorDesc:
@@ -140,16 +142,17 @@ class CompiledOperator:
             raise DmlError(f"{name}.execute: output overlaps input {field_name}; {rule}")
 
 
-_Field = tuple[str, str, "Binding | None"]  # name, how errors call it, its Binding (None: absent)
+_Field = tuple[
+    str, str, "Binding | NibbleBinding | None"
+]  # name, how errors call it, its Binding (None: absent)
 
 
-def _binding(desc: OperatorDesc, field_name: str, where: str, *, writable: bool) -> _Field:
-    tensor = getattr(desc, field_name)
+def _binding(tensor: object, field_name: str, where: str, *, writable: bool) -> _Field:
     where = f"{where} ({field_name})"
-    return field_name, where, None if tensor is None else Binding.of(tensor, where, writable=writable)
+    return field_name, where, None if tensor is None else binding_of(tensor, where, writable=writable)
 
 
-def _bound(field: _Field, buffer: object, ranges: dict[str, tuple[int, int]]) -> np.ndarray | None:
+def _bound(field: _Field, buffer: object, ranges: dict[str, tuple[int, int]]) -> np.ndarray | Nibbles | None:
     """The view of ``buffer`` for one field; its byte range goes into ``ranges``."""
     field_name, where, binding = field
     if binding is None:

@@ -10,18 +10,22 @@ the oracle.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from . import _core, reference
+from .int4 import FOUR_BIT_DTYPES, Nibbles
 from .ops import (
+    Dequantize,
     ElementWiseAdd,
     ElementWiseAdd1,
     ElementWiseDequantizeLinear,
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
     OperatorDesc,
+    Quantize,
     QuantizedLinearMatrixMultiply,
 )
 
@@ -109,6 +113,112 @@ def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, recipr
     _call(_core.matmul, operands, out, reciprocal_division)
 
 
+def _values(view: np.ndarray | Nibbles | None) -> np.ndarray | None:
+    """An operand as an ndarray: a 4-bit tensor's nibbles as an ``ml_dtypes`` array."""
+    return view.unpacked() if isinstance(view, Nibbles) else view
+
+
+def _deliver(result: np.ndarray, out: np.ndarray | Nibbles) -> None:
+    if isinstance(out, Nibbles):
+        out.store(result)
+    else:
+        out[...] = result
+
+
+def _quantization_tensors(views: Views) -> tuple[np.ndarray, np.ndarray | None]:
+    """The scale and the zero point (None when absent) of a Quantize or Dequantize."""
+    return _values(views["quantization_tensors[0]"]), _values(views.get("quantization_tensors[1]"))
+
+
+def _as_matrix(sizes: tuple[int, ...], blocks: tuple[int, ...]) -> tuple[int, int, int, int] | None:
+    """``(rows, cols, block rows, block cols)`` of the 2-D problem equal to a blockwise N-D one, or None.
+
+    The leading dimensions merge into rows when their blocks do: whole dimensions per element up to
+    one dimension ``j`` split in any blocks, and no split after it.
+    """
+    *leading, cols = sizes
+    *leading_blocks, block_cols = blocks
+    j = next(
+        (d for d, (size, count) in enumerate(zip(leading, leading_blocks)) if size != count), len(leading)
+    )
+    if any(count != 1 for count in leading_blocks[j + 1 :]):
+        return None
+    return math.prod(leading), cols, math.prod(leading_blocks), block_cols
+
+
+def _int4_operands(scale: np.ndarray, zero_point: np.ndarray | None, floats: np.ndarray) -> tuple | None:
+    """The compiled kernels' [rows, cols] float matrix, scale and int8 zero point, or None when they
+    cannot take the problem (a float matrix not contiguous, other types, blocks that do not merge)."""
+    matrix = _as_matrix(floats.shape, scale.shape)
+    float_types = (np.float32, np.float16)
+    if matrix is None or not floats.flags.c_contiguous or floats.dtype not in float_types:
+        return None
+    if scale.dtype not in float_types:
+        return None
+    rows, cols, block_rows, block_cols = matrix
+    if zero_point is not None:
+        zero_point = zero_point.astype(np.int8).reshape(block_rows, block_cols)
+    return floats.reshape(rows, cols), scale.reshape(block_rows, block_cols), zero_point
+
+
+def dequantize_packed(packed: np.ndarray, dtype: np.dtype, scale: np.ndarray, zero_point: np.ndarray | None,
+                      out: np.ndarray) -> bool:  # fmt: skip
+    """Dequantize ``out.size`` C-ordered nibbles of ``packed`` into ``out`` with the compiled kernel.
+
+    False (nothing written) when the kernel cannot take the operands as they are.
+    """
+    operands = _int4_operands(scale, zero_point, out)
+    if operands is None:
+        return False
+    matrix, scale, zero_point = operands
+    try:
+        _core.dequantize_int4(packed, scale, zero_point, matrix, dtype == FOUR_BIT_DTYPES[0])
+    except BufferError:
+        return False
+    return True
+
+
+def quantize_packed(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, packed: np.ndarray,
+                    dtype: np.dtype, reciprocal_division: bool) -> bool:  # fmt: skip
+    """Quantize ``x`` into C-ordered nibbles of ``packed`` (the others kept) with the compiled kernel.
+
+    False (nothing written) when the kernel cannot take the operands as they are.
+    """
+    operands = _int4_operands(scale, zero_point, x)
+    if operands is None:
+        return False
+    matrix, scale, zero_point = operands
+    try:
+        _core.quantize_int4(
+            matrix, scale, zero_point, packed, dtype == FOUR_BIT_DTYPES[0], reciprocal_division
+        )
+    except BufferError:
+        return False
+    return True
+
+
+def quantize(desc, views: Views, out: np.ndarray | Nibbles, reciprocal_division: bool) -> None:
+    scale, zero_point = _quantization_tensors(views)
+    x = views["input"]
+    if isinstance(out, Nibbles) and out.is_packed:
+        if quantize_packed(x, scale, zero_point, out.memory, out.dtype, reciprocal_division):
+            return
+    result = reference.quantize(x, scale, zero_point, out.dtype, reciprocal_division=reciprocal_division)
+    _deliver(result, out)
+
+
+def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    scale, zero_point = _quantization_tensors(views)
+    q = views["input"]
+    if (
+        isinstance(q, Nibbles)
+        and q.is_packed
+        and dequantize_packed(q.memory, q.dtype, scale, zero_point, out)
+    ):
+        return
+    out[...] = reference.dequantize(_values(q), scale, zero_point, out.dtype)
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -118,4 +228,6 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     ElementWiseAdd: add,
     ElementWiseAdd1: add,
     QuantizedLinearMatrixMultiply: quantized_linear_matrix_multiply,
+    Quantize: quantize,
+    Dequantize: dequantize,
 }

@@ -22,7 +22,7 @@ from typing import NoReturn
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from . import _core
+from . import _core, blockwise
 from . import activations as _activations
 from .device import CompiledOperator, Device
 from .errors import DmlError
@@ -188,7 +188,7 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
         except TypeError:
             requested = None
         if requested not in BYTE_TYPES:
-            raise DmlError(f"dtype: {dtype!r} is not uint8 or int8")
+            raise DmlError(f"dtype: {dtype!r} is not uint8, int8, int4 or uint4")
     carried = None if zero_point is None else _carried_dtype(zero_point, BYTE_TYPES)
     if carried is not None:
         if requested is not None and requested != carried:
@@ -363,11 +363,14 @@ def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], 
 
 
 def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
-                    dtype: DTypeLike = None, out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-    """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8 or int8.
+                    dtype: DTypeLike = None, axis: int | None = None, block_size: int = 0,
+                    out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8, int8, int4 or uint4.
 
     ``x`` is float32, float16 or int32; ``scale`` broadcasts against it (a scalar is per-tensor,
-    ``(C, 1)`` is per-row); halves round to even, NaN gives 0, ±inf saturates.
+    ``(C, 1)`` is per-row); halves round to even, NaN gives 0, ±inf saturates. ``dtype="int4"``
+    or ``"uint4"`` (or ``ml_dtypes.int4``/``uint4``) gives an ``ml_dtypes`` array; ``axis`` and
+    ``block_size`` have ONNX's meaning (opset 21, see :mod:`dmlq.blockwise`).
 
     >>> quantize_linear([0.5, 1.5, 2.5], 1.0)
     array([0, 2, 2], dtype=uint8)
@@ -377,6 +380,10 @@ def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None
     """
     x = _quantize_input(x, "x")
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
+    if blockwise.is_blockwise(dtype, zero_point, axis, block_size):
+        if x.dtype == I32:
+            raise DmlError("x: int32 data has no 4-bit or blockwise quantization (float32 or float16 only)")
+        return blockwise.quantize_linear(x, scale, zero_point, dtype, axis, block_size, out)
     out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
     zero_point = _zero_point(zero_point, "zero_point", out_dtype)
     target = _target(out, _broadcast_shape(x=x, scale=scale, zero_point=zero_point), out_dtype)
@@ -392,15 +399,21 @@ def _quantize_input(value: object, name: str) -> np.ndarray:
 
 
 def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
+                      axis: int | None = None, block_size: int = 0,
                       out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``(q - zero_point) * scale`` in the scale's dtype (float32 or float16).
+
+    ``q`` may be an ``ml_dtypes.int4``/``uint4`` array; ``axis`` and ``block_size`` have ONNX's
+    meaning (opset 21, see :mod:`dmlq.blockwise`).
 
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
-    q = _integer_operand(q, "q", zero_point, DEQUANTIZE_INPUT_TYPES)
     scale_array = _as_array(scale, "scale")
     scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
+    if blockwise.is_four_bit(q) or blockwise.is_blockwise(None, zero_point, axis, block_size):
+        return blockwise.dequantize_linear(q, scale, zero_point, axis, block_size, out)
+    q = _integer_operand(q, "q", zero_point, DEQUANTIZE_INPUT_TYPES)
     zero_point = _zero_point(zero_point, "zero_point", q.dtype, DEQUANTIZE_INPUT_TYPES)
     target = _target(out, _broadcast_shape(q=q, scale=scale, zero_point=zero_point), scale.dtype)
     if target.size:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import DmlError
 
-__all__ = ["DataType", "FeatureLevel", "TensorFlags"]
+__all__ = ["DataType", "FeatureLevel", "QuantizationType", "TensorFlags"]
 
 
 class DataType(enum.IntEnum):
@@ -88,6 +88,23 @@ _NUMPY_NAMES = {
     DataType.INT32: "int32", DataType.INT16: "int16", DataType.INT8: "int8",
     DataType.UINT64: "uint64", DataType.INT64: "int64",
 }  # fmt: skip
+
+
+class QuantizationType(enum.IntEnum):
+    """``DML_QUANTIZATION_TYPE`` (DirectML.h, feature level 6_3): which quantization tensors follow.
+
+    >>> QuantizationType.SCALE_ZERO_POINT.tensor_names
+    ('scale', 'zero_point')
+    """
+
+    NONE = 0
+    SCALE = 1
+    SCALE_ZERO_POINT = 2
+
+    @property
+    def tensor_names(self) -> tuple[str, ...]:
+        """The quantization tensors this type takes, in DirectML's order."""
+        return ("scale", "zero_point")[: int(self)]
 
 
 class TensorFlags(enum.IntFlag):

@@ -10,6 +10,7 @@
 #include <numpy/arrayobject.h>
 
 #include "common.h"
+#include "int4.h"
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -581,6 +582,90 @@ static PyObject *cached_bytes(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(bytes);
 }
 
+/* ---- blockwise 4-bit ------------------------------------------------------------------------------ */
+
+/* The problem of a [rows, cols] float matrix, packed nibbles and [rows / br, cols / bc] scales and zero points. */
+static int int4_problem(dmlq_int4_problem *p, PyArrayObject *floats, PyArrayObject *packed, PyArrayObject *scale,
+                        PyArrayObject *zero_point, int is_signed) {
+    if (PyErr_Occurred()) return -1;
+    const int float_type = type_of(floats), scale_type = type_of(scale);
+    if (PyArray_NDIM(floats) != 2 || !PyArray_IS_C_CONTIGUOUS(floats) || (float_type != DMLQ_F32 && float_type != DMLQ_F16)) {
+        PyErr_SetString(PyExc_ValueError, "int4: the float matrix must be a C-contiguous 2-D float32 or float16 array");
+        return -1;
+    }
+    if (PyArray_NDIM(packed) != 1 || !PyArray_IS_C_CONTIGUOUS(packed) || type_of(packed) != DMLQ_U8) {
+        PyErr_SetString(PyExc_ValueError, "int4: packed must be a contiguous 1-D uint8 array");
+        return -1;
+    }
+    if (PyArray_NDIM(scale) != 2 || (scale_type != DMLQ_F32 && scale_type != DMLQ_F16)) {
+        PyErr_SetString(PyExc_ValueError, "int4: scale must be a 2-D float32 or float16 array");
+        return -1;
+    }
+    const ptrdiff_t rows = PyArray_DIM(floats, 0), cols = PyArray_DIM(floats, 1);
+    const ptrdiff_t scale_rows = PyArray_DIM(scale, 0), scale_cols = PyArray_DIM(scale, 1);
+    if (scale_rows < 1 || scale_cols < 1 || rows % scale_rows || cols % scale_cols) {
+        PyErr_SetString(PyExc_ValueError, "int4: the scale's shape must divide the matrix's");
+        return -1;
+    }
+    if (PyArray_DIM(packed, 0) * 2 < rows * cols) {
+        PyErr_SetString(PyExc_ValueError, "int4: packed holds fewer nibbles than the matrix has elements");
+        return -1;
+    }
+    if (zero_point && (PyArray_NDIM(zero_point) != 2 || type_of(zero_point) != DMLQ_I8 ||
+                       PyArray_DIM(zero_point, 0) != scale_rows || PyArray_DIM(zero_point, 1) != scale_cols)) {
+        PyErr_SetString(PyExc_ValueError, "int4: zero_point must be an int8 array of the scale's shape");
+        return -1;
+    }
+    *p = (dmlq_int4_problem){rows, cols, rows / scale_rows, cols / scale_cols, is_signed, NULL, NULL,
+                             PyArray_BYTES(floats), float_type, PyArray_BYTES(scale), scale_type,
+                             PyArray_STRIDE(scale, 0), PyArray_STRIDE(scale, 1), NULL, 0, 0};
+    if (zero_point) {
+        p->zero_point = (const int8_t *)PyArray_BYTES(zero_point);
+        p->zero_row = PyArray_STRIDE(zero_point, 0);
+        p->zero_col = PyArray_STRIDE(zero_point, 1);
+    }
+    return 0;
+}
+
+static PyObject *dequantize_int4(PyObject *self, PyObject *args) {
+    PyObject *packed_object, *scale_object, *zero_object, *out_object;
+    int is_signed;
+    if (!PyArg_ParseTuple(args, "OOOOp", &packed_object, &scale_object, &zero_object, &out_object, &is_signed)) return NULL;
+    PyArrayObject *packed = as_array(packed_object, "packed", 0), *scale = as_array(scale_object, "scale", 0);
+    PyArrayObject *zero_point = as_array(zero_object, "zero_point", 1), *out = as_array(out_object, "out", 0);
+    dmlq_int4_problem problem;
+    if (PyErr_Occurred() || check_output(out) < 0 || int4_problem(&problem, out, packed, scale, zero_point, is_signed) < 0)
+        return NULL;
+    PyArrayObject *inputs[3] = {packed, scale, zero_point};
+    if (check_overlaps(out, inputs, 3, 0) < 0) return NULL;
+    problem.packed = (const uint8_t *)PyArray_BYTES(packed);
+    const int threads = dmlq_num_threads();
+    Py_BEGIN_ALLOW_THREADS
+    dmlq_dequantize_int4(&problem, threads);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *quantize_int4(PyObject *self, PyObject *args) {
+    PyObject *x_object, *scale_object, *zero_object, *packed_object;
+    int is_signed, reciprocal;
+    if (!PyArg_ParseTuple(args, "OOOOpp", &x_object, &scale_object, &zero_object, &packed_object, &is_signed, &reciprocal))
+        return NULL;
+    PyArrayObject *x = as_array(x_object, "x", 0), *scale = as_array(scale_object, "scale", 0);
+    PyArrayObject *zero_point = as_array(zero_object, "zero_point", 1), *packed = as_array(packed_object, "packed", 0);
+    dmlq_int4_problem problem;
+    if (PyErr_Occurred() || check_output(packed) < 0 || int4_problem(&problem, x, packed, scale, zero_point, is_signed) < 0)
+        return NULL;
+    PyArrayObject *inputs[3] = {x, scale, zero_point};
+    if (check_overlaps(packed, inputs, 3, 0) < 0) return NULL;
+    problem.packed_out = (uint8_t *)PyArray_BYTES(packed);
+    const int threads = dmlq_num_threads();
+    Py_BEGIN_ALLOW_THREADS
+    dmlq_quantize_int4(&problem, reciprocal, threads);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"quantize", quantize, METH_VARARGS, "quantize(x, scale, zero_point, out, reciprocal_division)"},
     {"dequantize", dequantize, METH_VARARGS, "dequantize(q, scale, zero_point, out)"},
@@ -591,6 +676,10 @@ static PyMethodDef methods[] = {
     {"matmul", matmul, METH_VARARGS,
      "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "
      "reciprocal_division)"},
+    {"dequantize_int4", dequantize_int4, METH_VARARGS,
+     "dequantize_int4(packed, scale, zero_point, out, is_signed): blockwise packed 4-bit to a 2-D float array"},
+    {"quantize_int4", quantize_int4, METH_VARARGS,
+     "quantize_int4(x, scale, zero_point, packed, is_signed, reciprocal_division): a 2-D float array to nibbles"},
     {"set_num_threads", set_num_threads, METH_O, "Threads used by the kernels (at least 1)."},
     {"get_num_threads", get_num_threads, METH_NOARGS, "Threads used by the kernels."},
     {"get_level", get_level, METH_NOARGS, "The instruction-set level in use."},

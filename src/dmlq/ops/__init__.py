@@ -3,13 +3,15 @@
 >>> from dmlq import ops
 >>> [cls.__name__ for cls in ops.OPERATORS]  # doctest: +NORMALIZE_WHITESPACE
 ['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
- 'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply']
+ 'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize']
 """
 
 from .add import ElementWiseAdd
 from .add1 import ElementWiseAdd1
 from .base import OperatorDesc
+from .dequantize import Dequantize
 from .dequantize_linear import ElementWiseDequantizeLinear
+from .quantize import Quantize
 from .quantize_linear import ElementWiseQuantizeLinear
 from .quantized_linear_add import ElementWiseQuantizedLinearAdd
 from .quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
@@ -21,6 +23,8 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     ElementWiseAdd,
     ElementWiseAdd1,
     QuantizedLinearMatrixMultiply,
+    Quantize,
+    Dequantize,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

@@ -36,6 +36,7 @@ class TensorField:
     name: str
     dml_name: str
     is_output: bool = False
+    is_array: bool = False  # a count and an array of descriptions (QuantizationTensors)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,22 @@ class OperatorDesc:
             yield tensor_field, getattr(self, tensor_field.name)
 
     def present(self) -> dict[str, TensorDesc]:
-        return {f.name: desc for f, desc in self.tensors() if isinstance(desc, TensorDesc)}
+        return {name: desc for name, desc in self.bound_tensors() if isinstance(desc, TensorDesc)}
+
+    def bound_tensors(self) -> list[tuple[str, object]]:
+        """Every tensor in binding order by name, an array field's elements as ``name[i]``."""
+        named = []
+        for tensor_field, desc in self.tensors():
+            if tensor_field.is_array and isinstance(desc, (tuple, list)):
+                named += [(f"{tensor_field.name}[{index}]", item) for index, item in enumerate(desc)]
+            else:
+                named.append((tensor_field.name, desc))
+        return named
+
+    def input_tensors(self) -> list[tuple[str, object]]:
+        """The inputs in the order ``CompiledOperator.execute`` takes their buffers."""
+        outputs = {f.name for f in self.output_fields()}
+        return [(name, desc) for name, desc in self.bound_tensors() if name not in outputs]
 
     def replace(self, **changes: object) -> OperatorDesc:
         return dataclasses.replace(self, **changes)
@@ -190,6 +206,9 @@ class OperatorDesc:
     def _field_violations(
         self, tensor_field: TensorField, desc: object, row: SupportRow
     ) -> Iterator[tuple[str, str]]:
+        if tensor_field.is_array:
+            yield from self._array_violations(tensor_field, desc, row)
+            return
         support = row.tensors[tensor_field.name]
         if desc is None:
             if not support.optional:
@@ -223,6 +242,17 @@ class OperatorDesc:
                     f"supported: {', '.join(t.name for t in support.types)}",
                 ),
             )
+
+    def _array_violations(
+        self, tensor_field: TensorField, descs: object, row: SupportRow
+    ) -> Iterator[tuple[str, str]]:
+        if not isinstance(descs, tuple):
+            yield tensor_field.name, f"must be a sequence of TensorDesc, not {type(descs).__name__}"
+            return
+        element = dataclasses.replace(tensor_field, is_array=False)
+        for index, desc in enumerate(descs):
+            for _, rule in self._field_violations(element, desc, row):
+                yield f"{tensor_field.name}[{index}]", rule
 
     def _absent_rule(self, field_name: str) -> str:
         since = self._first_level(field_name, lambda s: s.optional)

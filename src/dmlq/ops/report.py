@@ -25,6 +25,8 @@ def _row_table(cls: type[OperatorDesc], row: SupportRow) -> list[str]:
         kind = "Output" if tensor_field.is_output else "Input"
         if support.optional:
             kind = f"Optional {kind.lower()}"
+        if tensor_field.is_array:
+            kind = "Array of inputs"
         types = ", ".join(t.name for t in support.types)
         lines.append(
             f"| {tensor_field.dml_name} (`{tensor_field.name}`) | {kind} "

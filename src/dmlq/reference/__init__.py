@@ -6,14 +6,18 @@ new array of the output's dtype.
 """
 
 from .add import add
+from .dequantize import dequantize
 from .dequantize_linear import dequantize_linear
+from .quantize import quantize
 from .quantize_linear import quantize_linear
 from .quantized_linear_add import quantized_linear_add
 from .quantized_linear_matrix_multiply import quantized_linear_matrix_multiply
 
 __all__ = [
     "add",
+    "dequantize",
     "dequantize_linear",
+    "quantize",
     "quantize_linear",
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",

@@ -1,0 +1,303 @@
+/* Blockwise 4-bit kernels: packed int4/uint4 <-> float32/float16 over a [rows, cols] matrix whose
+ * scale and zero point are constant over blocks of block_rows x block_cols elements.
+ *
+ * Dequantization is a table lookup: within a block, every element is (q - zero_point) * scale for one
+ * of 16 values of q, so the block's 16 results are computed once with the reference's arithmetic (an
+ * exact integer difference, one float32 product, one rounding to float16 for float16 outputs) and the
+ * elements are looked up (AVX2: permutes for float32, byte shuffles for float16).
+ *
+ * Threads take units of rows that start on a byte boundary (two rows when cols is odd), so no two
+ * threads write one byte.
+ */
+#include "common.h"
+#include "int4.h"
+
+enum { ROWS_PER_CLAIM_ELEMENTS = 1 << 15 };
+
+static int nibble_at(const uint8_t *packed, ptrdiff_t index) {
+    return (packed[index >> 1] >> ((index & 1) * 4)) & 0xF;
+}
+
+static int nibble_value(int nibble, int is_signed) { return is_signed && nibble >= 8 ? nibble - 16 : nibble; }
+
+/* ---- dequantize ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float f32[16];
+    uint16_t f16[16];
+} lookup_table;
+
+static float read_float(const char *p, int type) {
+    return type == DMLQ_F16 ? dmlq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
+}
+
+static void fill_table(lookup_table *table, const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
+    const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
+    const int zero_point = p->zero_point ? p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0;
+    for (int nibble = 0; nibble < 16; nibble++)
+        table->f32[nibble] = (float)(nibble_value(nibble, p->is_signed) - zero_point) * scale;
+}
+
+static void look_up_elements(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
+                             char *out, int out_type) {
+    if (out_type == DMLQ_F16) {
+        uint16_t *o = (uint16_t *)out;
+        for (ptrdiff_t i = 0; i < count; i++) o[i] = table->f16[nibble_at(packed, first + i)];
+    } else {
+        float *o = (float *)out;
+        for (ptrdiff_t i = 0; i < count; i++) o[i] = table->f32[nibble_at(packed, first + i)];
+    }
+}
+
+static void look_up_portable(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
+                             char *out, int out_type) {
+    if (out_type == DMLQ_F16)
+        for (int nibble = 0; nibble < 16; nibble++) table->f16[nibble] = dmlq_float_to_half(table->f32[nibble]);
+    look_up_elements(packed, first, count, table, out, out_type);
+}
+
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+
+/* 16 nibbles of 8 bytes, in element order (low nibble first), one per byte. */
+static __m128i sixteen_nibbles(const uint8_t *bytes) {
+    const __m128i packed = _mm_loadl_epi64((const __m128i *)bytes), low_four = _mm_set1_epi8(0x0F);
+    return _mm_unpacklo_epi8(_mm_and_si128(packed, low_four), _mm_and_si128(_mm_srli_epi16(packed, 4), low_four));
+}
+
+static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
+                         char *out, int out_type) {
+    const size_t size = out_type == DMLQ_F16 ? 2 : 4;
+    __m128i low_table = _mm_setzero_si128(), high_table = _mm_setzero_si128();
+    if (out_type == DMLQ_F16) { /* the 16 halves, then their low and high bytes as two shuffle tables */
+        const __m128i halves0 = _mm256_cvtps_ph(_mm256_loadu_ps(table->f32), _MM_FROUND_TO_NEAREST_INT);
+        const __m128i halves1 = _mm256_cvtps_ph(_mm256_loadu_ps(table->f32 + 8), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)table->f16, halves0);
+        _mm_storeu_si128((__m128i *)(table->f16 + 8), halves1);
+        const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const __m128i a = _mm_shuffle_epi8(halves0, split), b = _mm_shuffle_epi8(halves1, split);
+        low_table = _mm_unpacklo_epi64(a, b);
+        high_table = _mm_unpackhi_epi64(a, b);
+    }
+    ptrdiff_t done = 0;
+    if (first & 1) { /* start on a byte */
+        look_up_elements(packed, first, 1, table, out, out_type);
+        done = 1;
+    }
+    const uint8_t *bytes = packed + ((first + done) >> 1);
+    if (out_type == DMLQ_F16) {
+        for (; done + 16 <= count; done += 16, bytes += 8) {
+            const __m128i nibbles = sixteen_nibbles(bytes);
+            const __m128i l = _mm_shuffle_epi8(low_table, nibbles), h = _mm_shuffle_epi8(high_table, nibbles);
+            _mm_storeu_si128((__m128i *)(out + done * size), _mm_unpacklo_epi8(l, h));
+            _mm_storeu_si128((__m128i *)(out + done * size + 16), _mm_unpackhi_epi8(l, h));
+        }
+    } else {
+        const __m256 low_floats = _mm256_loadu_ps(table->f32), high_floats = _mm256_loadu_ps(table->f32 + 8);
+        for (; done + 16 <= count; done += 16, bytes += 8) {
+            const __m128i nibbles = sixteen_nibbles(bytes);
+            for (int half = 0; half < 2; half++) {
+                const __m256i index = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(nibbles, 8) : nibbles);
+                const __m256 chosen = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low_floats, index),
+                                                       _mm256_permutevar8x32_ps(high_floats, index),
+                                                       _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+                _mm256_storeu_ps((float *)(out + (done + 8 * half) * size), chosen);
+            }
+        }
+    }
+    look_up_elements(packed, first + done, count - done, table, out + done * size, out_type);
+}
+
+DMLQ_END_TARGET
+#endif
+
+typedef void (*look_up_fn)(const uint8_t *, ptrdiff_t, ptrdiff_t, lookup_table *, char *, int);
+
+typedef struct {
+    const dmlq_int4_problem *p;
+    ptrdiff_t rows_per_unit, units, next;
+    look_up_fn look_up;
+} dequantize_context;
+
+static void dequantize_rows(const dequantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
+    const dmlq_int4_problem *p = c->p;
+    const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
+    lookup_table table;
+    for (ptrdiff_t row = first_row; row < end_row; row++) {
+        for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
+            fill_table(&table, p, row / p->block_rows, col / p->block_cols);
+            const ptrdiff_t element = row * p->cols + col;
+            c->look_up(p->packed, element, p->block_cols, &table, p->floats + (size_t)element * size, p->float_type);
+        }
+    }
+}
+
+static void dequantize_units(void *context, int thread, int threads) {
+    dequantize_context *c = context;
+    (void)thread;
+    (void)threads;
+    for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
+        const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
+        dequantize_rows(c, first, end < c->p->rows ? end : c->p->rows);
+    }
+}
+
+/* Rows per claimed unit: whole bytes (an even element count) and about ROWS_PER_CLAIM_ELEMENTS elements. */
+static ptrdiff_t rows_per_unit(const dmlq_int4_problem *p) {
+    const ptrdiff_t step = p->cols % 2 ? 2 : 1;
+    ptrdiff_t rows = (ROWS_PER_CLAIM_ELEMENTS / (p->cols > 0 ? p->cols : 1)) / step * step;
+    return rows < step ? step : rows;
+}
+
+void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
+    dequantize_context c = {p, rows_per_unit(p), 0, 0, look_up_portable};
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.look_up = look_up_avx2;
+#endif
+    c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
+    dmlq_parallel(dequantize_units, &c, c.units > 1 ? threads : 1);
+}
+
+/* ---- quantize -------------------------------------------------------------------------------- */
+
+enum { TILE = 256 };
+
+/* Round half to even in the default rounding mode, without raising inexact (vectorisable). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <math.h>
+#define RNE(x) nearbyintf(x)
+#else
+#define RNE(x) __builtin_nearbyintf(x)
+#endif
+
+static void write_nibble(uint8_t *packed, ptrdiff_t index, int value) {
+    const int shift = (int)(index & 1) * 4;
+    uint8_t *byte = packed + (index >> 1);
+    *byte = (uint8_t)((*byte & ~(0xF << shift)) | ((value & 0xF) << shift));
+}
+
+/* Nibbles of values[0..count) to elements first..: whole bytes at once, shared bytes nibble by nibble. */
+static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values, ptrdiff_t count) {
+    ptrdiff_t i = 0;
+    if (first & 1) {
+        write_nibble(packed, first, values[0]);
+        i = 1;
+    }
+    uint8_t *bytes = packed + ((first + i) >> 1);
+    for (; i + 2 <= count; i += 2) *bytes++ = (uint8_t)((values[i] & 0xF) | ((values[i + 1] & 0xF) << 4));
+    if (i < count) write_nibble(packed, first + i, values[i]);
+}
+
+/* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
+ * float32 quotient or product by the float32 reciprocal, halves to even, a float32 sum, NaN to 0), in
+ * loops the compiler vectorises at each target. */
+#define QUANTIZE_SPAN(NAME)                                                                              \
+    static void NAME(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero, \
+                     int reciprocal) {                                                                   \
+        const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f;                  \
+        const float factor = 1.0f / scale;                                                               \
+        float x[TILE];                                                                                   \
+        int8_t values[TILE];                                                                             \
+        for (ptrdiff_t done = 0; done < count; done += TILE) {                                           \
+            const ptrdiff_t n = count - done < TILE ? count - done : TILE, start = first + done;         \
+            if (p->float_type == DMLQ_F16)                                                               \
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = dmlq_half_to_float(((const uint16_t *)p->floats)[start + i]); \
+            else                                                                                         \
+                memcpy(x, (const float *)p->floats + start, (size_t)n * sizeof(float));                  \
+            if (reciprocal)                                                                              \
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = RNE(x[i] * factor) + zero;     \
+            else                                                                                         \
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = RNE(x[i] / scale) + zero;      \
+            for (ptrdiff_t i = 0; i < n; i++) {                                                          \
+                const float r = x[i] != x[i] ? 0.0f : x[i] < lo ? lo : x[i] > hi ? hi : x[i];            \
+                values[i] = (int8_t)r;                                                                   \
+            }                                                                                            \
+            store_nibbles(p->packed_out, start, values, n);                                              \
+        }                                                                                                \
+    }
+
+QUANTIZE_SPAN(quantize_span_portable)
+
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+
+/* Eight values' nibbles as four bytes: each 64-bit lane's odd value shifted beside its even one. */
+static uint32_t eight_nibbles(__m256i values) {
+    const __m256i nibbles = _mm256_and_si256(values, _mm256_set1_epi32(0xF));
+    const __m256i pairs = _mm256_or_si256(nibbles, _mm256_srli_epi64(nibbles, 28));
+    const __m256i gathered = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                         -1, -1, -1, -1, 0, 8, -1, -1, -1, -1, -1, -1,
+                                                                         -1, -1, -1, -1, -1, -1, -1, -1));
+    const uint32_t low = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(gathered)) & 0xFFFFu;
+    const uint32_t high = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(gathered, 1)) & 0xFFFFu;
+    return low | high << 16;
+}
+
+static void quantize_span_avx2(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero,
+                               int reciprocal) {
+    ptrdiff_t done = 0;
+    if (first & 1) { /* start on a byte */
+        quantize_span_portable(p, first, 1, scale, zero, reciprocal);
+        done = 1;
+    }
+    const __m256 lo = _mm256_set1_ps(p->is_signed ? -8.0f : 0.0f), hi = _mm256_set1_ps(p->is_signed ? 7.0f : 15.0f);
+    const __m256 divisor = _mm256_set1_ps(scale), factor = _mm256_set1_ps(1.0f / scale), zeros = _mm256_set1_ps(zero);
+    uint8_t *bytes = p->packed_out + ((first + done) >> 1);
+    for (; done + 8 <= count; done += 8, bytes += 4) {
+        const ptrdiff_t element = first + done;
+        const __m256 x = p->float_type == DMLQ_F16
+                             ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p->floats + element)))
+                             : _mm256_loadu_ps((const float *)p->floats + element);
+        const __m256 quotient = reciprocal ? _mm256_mul_ps(x, factor) : _mm256_div_ps(x, divisor);
+        const __m256 value = _mm256_add_ps(_mm256_round_ps(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zeros);
+        const __m256 nan = _mm256_cmp_ps(value, value, _CMP_UNORD_Q);
+        const __m256 clamped = _mm256_andnot_ps(nan, _mm256_min_ps(_mm256_max_ps(value, lo), hi));
+        const uint32_t packed = eight_nibbles(_mm256_cvtps_epi32(clamped));
+        memcpy(bytes, &packed, 4);
+    }
+    if (done < count) quantize_span_portable(p, first + done, count - done, scale, zero, reciprocal);
+}
+
+DMLQ_END_TARGET
+#endif
+
+typedef void (*quantize_span_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, float, float, int);
+
+typedef struct {
+    const dmlq_int4_problem *p;
+    ptrdiff_t rows_per_unit, units, next;
+    int reciprocal;
+    quantize_span_fn span;
+} quantize_context;
+
+static void quantize_rows(const quantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
+    const dmlq_int4_problem *p = c->p;
+    for (ptrdiff_t row = first_row; row < end_row; row++) {
+        for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
+            const ptrdiff_t block_row = row / p->block_rows, block_col = col / p->block_cols;
+            const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
+            const float zero_point =
+                p->zero_point ? (float)p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0.0f;
+            c->span(p, row * p->cols + col, p->block_cols, scale, zero_point, c->reciprocal);
+        }
+    }
+}
+
+static void quantize_units(void *context, int thread, int threads) {
+    quantize_context *c = context;
+    (void)thread;
+    (void)threads;
+    for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
+        const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
+        quantize_rows(c, first, end < c->p->rows ? end : c->p->rows);
+    }
+}
+
+void dmlq_quantize_int4(const dmlq_int4_problem *p, int reciprocal, int threads) {
+    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal, quantize_span_portable};
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.span = quantize_span_avx2;
+#endif
+    c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
+    dmlq_parallel(quantize_units, &c, c.units > 1 ? threads : 1);
+}

@@ -1,0 +1,16 @@
+"""QUANTIZE: clamp(round(input / scale) + zero_point, Min, Max), scale and zero point per block."""
+
+from .blocks import expand_blocks
+from .quantize_linear import quantize_linear
+
+
+def quantize(x, scale, zero_point, output_dtype, *, reciprocal_division=False):
+    """ELEMENT_WISE_QUANTIZE_LINEAR's formula over blocks; 4-bit results as ``ml_dtypes`` arrays.
+
+    >>> import ml_dtypes, numpy as np
+    >>> quantize(np.float32([0.5, -3.0, 9.0, 2.0]), np.float32([1.0, 0.5]), None, ml_dtypes.int4)
+    array([0, -3, 7, 4], dtype=int4)
+    """
+    expanded = expand_blocks(scale, x.shape)
+    zero_point = None if zero_point is None else expand_blocks(zero_point, x.shape)
+    return quantize_linear(x, expanded, zero_point, output_dtype, reciprocal_division=reciprocal_division)

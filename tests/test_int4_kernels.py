@@ -1,0 +1,111 @@
+"""The compiled blockwise 4-bit kernels, bit for bit against the NumPy references, at every level.
+
+Shapes cover odd column counts (rows starting mid-byte), blocks along either axis, one-element
+blocks and enough rows for several threads; outputs are surrounded by guard nibbles.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import _core, kernels, pack_int4, reference, unpack_int4
+
+LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+INT4, UINT4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+SHAPES = [  # matrix shape, scale shape
+    ((4, 64), (4, 2)), ((3, 7), (3, 1)), ((5, 33), (5, 1)), ((6, 16), (3, 16)), ((2, 5), (2, 5)),
+    ((1, 1), (1, 1)), ((300, 257), (300, 1)), ((128, 384), (128, 3)), ((64, 256), (2, 8)),
+]  # fmt: skip
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(params=LEVELS)
+def level(request):
+    _core.set_level(request.param)
+    yield request.param
+    _core.set_level(_core.detected_level())
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    previous = dmlq.get_num_threads()
+    dmlq.set_num_threads(request.param)
+    yield request.param
+    dmlq.set_num_threads(previous)
+
+
+def random_operands(seed: int, shape, blocks, dtype, float_type):
+    rng = np.random.default_rng(seed)
+    info = ml_dtypes.iinfo(dtype)
+    q = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    scale = rng.choice([0.5, 0.1, 3.0, 1e-3, 7.25, -2.0, 65000.0], blocks).astype(float_type)
+    zero_point = rng.integers(info.min, info.max + 1, blocks).astype(dtype)
+    return q, scale, zero_point
+
+
+@pytest.mark.parametrize(
+    ("case", "dtype", "float_type", "with_zero_point"),
+    itertools.product(SHAPES, (INT4, UINT4), (np.float32, np.float16), (False, True)),
+)
+def test_dequantize_is_bit_identical(level, threads, case, dtype, float_type, with_zero_point) -> None:
+    shape, blocks = case
+    q, scale, zero_point = random_operands(sum(shape), shape, blocks, dtype, float_type)
+    zero_point = zero_point if with_zero_point else None
+    out = np.full(shape, np.nan, float_type)
+    assert kernels.dequantize_packed(pack_int4(q), dtype, scale, zero_point, out)
+    expected = reference.dequantize(q, scale, zero_point, float_type)
+    assert out.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("case", "dtype", "float_type", "with_zero_point", "reciprocal"),
+    [(case, dtype, float_type, zp, False) for case, dtype, float_type, zp in
+     itertools.product(SHAPES, (INT4, UINT4), (np.float32, np.float16), (False, True))]
+    + [(SHAPES[0], INT4, np.float32, True, True), (SHAPES[2], UINT4, np.float16, False, True)],
+)  # fmt: skip
+def test_quantize_is_bit_identical_and_keeps_other_nibbles(
+    level, threads, case, dtype, float_type, with_zero_point, reciprocal
+) -> None:
+    shape, blocks = case
+    rng = np.random.default_rng(sum(shape))
+    _, scale, zero_point = random_operands(sum(shape) + 1, shape, blocks, dtype, np.float32)
+    scale = np.abs(scale).astype(float_type)
+    zero_point = zero_point if with_zero_point else None
+    x = (rng.integers(-200, 201, shape) * 0.25).astype(float_type)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 0.5][: x.size]
+    count = x.size
+    guards = np.frombuffer(rng.bytes((count + 1) // 2 + 8), np.uint8).copy()
+    packed, before = guards[:-8], guards.copy()
+    assert kernels.quantize_packed(x, scale, zero_point, packed, dtype, reciprocal)
+    expected = reference.quantize(x, scale, zero_point, dtype, reciprocal_division=reciprocal)
+    np.testing.assert_array_equal(unpack_int4(packed, shape, dtype).astype(int), expected.astype(int))
+    assert np.array_equal(guards[-8:], before[-8:])
+    if count % 2:
+        assert packed[-1] >> 4 == before[count // 2] >> 4  # the unused high nibble of the last byte
+
+
+def test_blocks_merge_over_leading_dimensions() -> None:
+    assert kernels._as_matrix((2, 3, 8), (2, 3, 2)) == (6, 8, 6, 2)
+    assert kernels._as_matrix((2, 6, 8), (2, 3, 1)) == (12, 8, 6, 1)
+    assert kernels._as_matrix((4, 6, 8), (2, 1, 4)) == (24, 8, 2, 4)
+    assert kernels._as_matrix((4, 6, 8), (1, 6, 4)) is None  # blocks along 6 repeat for every index of 4
+    assert kernels._as_matrix((9,), (3,)) == (1, 9, 1, 3)
+
+
+def test_kernel_declines_what_it_cannot_take() -> None:
+    q = np.zeros(8, ml_dtypes.int4)
+    out = np.zeros((2, 8), np.float32)[:, ::2]  # not contiguous
+    assert not kernels.dequantize_packed(pack_int4(q), INT4, np.float32([[1.0]]), None, out)
+    with pytest.raises(ValueError, match="the scale's shape must divide"):
+        _core.dequantize_int4(
+            pack_int4(q), np.float32([[1.0, 2.0, 3.0]]), None, np.zeros((1, 8), np.float32), True
+        )
+    with pytest.raises(ValueError, match="packed holds fewer nibbles"):
+        _core.dequantize_int4(
+            np.zeros(2, np.uint8), np.float32([[1.0]]), None, np.zeros((1, 8), np.float32), True
+        )
