@@ -169,8 +169,8 @@ class CompiledOperator:
         _check_count(f"{name}.execute", "inputs", inputs, len(self._inputs))
         _check_count(f"{name}.execute", "outputs", outputs, 1)
         if self._owned_fields and self._owned is None:
-            raise DmlError(f"{name}.execute: {', '.join(self._owned_fields)} OWNED_BY_DML; call "
-                           "initialize first")  # fmt: skip
+            raise DmlError(f"{name}.execute: call initialize first, to bind the OWNED_BY_DML input(s) "
+                           f"{', '.join(self._owned_fields)}")  # fmt: skip
         views, ranges = {}, {}
         for field, buffer in zip(self._inputs, inputs):
             if field[0] in self._owned_fields:
