@@ -79,8 +79,13 @@ def test_packed_b_gives_the_unpacked_bits(level, shapes, b_dtype, per_column, rn
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_packed_b_is_the_same_on_every_thread_count(threads: int, rng: np.random.Generator) -> None:
-    arguments = operands(rng, (64, 300), (300, 500), "int8", per_column=True)
+@pytest.mark.parametrize(
+    "shapes",
+    [((64, 300), (300, 500)), ((4, 64, 300), (4, 300, 200)), ((4, 64, 300), (1, 300, 200))],
+    ids=["one batch shared by the threads", "a batch per thread", "one B for every batch"],
+)
+def test_packed_b_is_the_same_on_every_thread_count(threads: int, shapes, rng: np.random.Generator) -> None:
+    arguments = operands(rng, *shapes, "int8", per_column=True)
     previous = dmlq.get_num_threads()
     dmlq.set_num_threads(threads)
     try:
