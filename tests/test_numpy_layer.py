@@ -571,10 +571,12 @@ def test_every_parameter_and_result_is_annotated(name: str) -> None:
     function = getattr(dmlq, name)
     hints = typing.get_type_hints(function)
     assert set(hints) == {*inspect.signature(function).parameters, "return"}
-    assert hints["return"] is np.ndarray
+    assert hints["return"] is (dmlq.PackedMatrix if name == "pack_matrix_multiply_b" else np.ndarray)
     assert hints.get("out", np.ndarray | None) == np.ndarray | None
     assert hints.get("dtype", DTypeLike) == DTypeLike
-    assert all(hints[p] in (ArrayLike, ArrayLike | None) for p in ("a", "b", "x", "q", "scale") if p in hints)
+    packed_b = name == "quantized_linear_matrix_multiply"  # b may be a PackedMatrix
+    accepted = (ArrayLike, ArrayLike | None, *((ArrayLike | dmlq.PackedMatrix,) if packed_b else ()))
+    assert all(hints[p] in accepted for p in ("a", "b", "x", "q", "scale") if p in hints)
     if name == "add":
         assert hints["fused_activation"] == activations.Activation | str | None
 

@@ -19,11 +19,13 @@ from .int4 import pack_int4, unpack_int4
 from .numpy_api import (
     add,
     dequantize_linear,
+    pack_matrix_multiply_b,
     quantize_linear,
     quantized_linear_add,
     quantized_linear_matrix_multiply,
 )
 from .ops import OperatorDesc
+from .packed import PackedMatrix
 from .tensor import TensorDesc, calc_buffer_tensor_size
 from .threads import get_num_threads, set_num_threads
 from .types import DataType, FeatureLevel, QuantizationType, TensorFlags
@@ -37,6 +39,7 @@ __all__ = [
     "DmlError",
     "FeatureLevel",
     "OperatorDesc",
+    "PackedMatrix",
     "QuantizationType",
     "TensorDesc",
     "TensorFlags",
@@ -47,6 +50,7 @@ __all__ = [
     "get_num_threads",
     "ops",
     "pack_int4",
+    "pack_matrix_multiply_b",
     "quantize_linear",
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",

@@ -70,8 +70,14 @@ class Dispatch:
         return self.dispatchable.initialized.get(dml_name) or self.bindings.get(dml_name)
 
     def _buffer(self, tensor_field: TensorField) -> np.ndarray | None:
-        binding = self._binding(tensor_field.dml_name)
-        return None if binding is None else binding.view
+        """The bound resource's memory; None for an absent tensor and for an OWNED_BY_DML input,
+        which the operator's initialize bound."""
+        binding = self.bindings.get(tensor_field.dml_name)
+        return (
+            None
+            if binding is None or tensor_field.dml_name in self.dispatchable.initialized
+            else binding.view
+        )
 
     def _binding_path(self, name: str) -> str:
         binding = self._binding(dml_field_name(type(self.dispatchable.desc), name))

@@ -39,10 +39,16 @@ class Dispatchable:
         return f"dispatchables.{self.name}"
 
     def compile(self, device: Device) -> CompiledOperator:
+        """The compiled operator, its OWNED_BY_DML inputs bound by ``initialize`` as DirectML's
+        operator initializer binds them (the matrix multiply packs B then)."""
         try:
-            return device.compile_operator(self.desc)
+            operator = device.compile_operator(self.desc)
+            if self.initialized:
+                owned = [self.initialized.get(f.dml_name) for f in self.desc.input_fields()]
+                operator.initialize([None if binding is None else binding.view for binding in owned])
         except DmlError as error:
             raise self.relocated(error) from None
+        return operator
 
     def relocated(self, error: DmlError) -> DmlError:
         """A validation error naming the JSON path of the field it concerns."""
