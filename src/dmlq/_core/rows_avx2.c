@@ -60,15 +60,16 @@ static inline __m256 quotient_8(__m256 sum, const qadd_vectors *v, const int mod
     return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, v->divisor, sum), v->inverse, q);
 }
 
-/* round(q) + zero as int32, the conversion rounding half to even. q is clamped to +-2**16 first so
- * that it converts: beyond, every output saturates anyway (|zero| <= 2**15, see fast_qadd). NaN
- * gives nan_out (the output 0) where check_nan is set; the corrected route needs no check, its
- * every output verified. */
-static inline __m256i shifted_8(__m256 q, __m256i zero, __m256i nan_out, const int check_nan) {
+/* round(q) + zero as int32, the conversion rounding half to even. Unverified (`guarded`), q is
+ * clamped to +-2**16 first so that it converts: beyond, every output saturates anyway (|zero| <=
+ * 2**15, see fast_qadd), and NaN gives nan_out (the output 0). The corrected route skips both: its
+ * verification compares every output, so parameters where they would matter divide instead. */
+static inline __m256i shifted_8(__m256 q, __m256i zero, __m256i nan_out, const int guarded) {
+    if (!guarded) return _mm256_add_epi32(_mm256_cvtps_epi32(q), zero);
     const __m256 bound = _mm256_set1_ps(65536.0f);
     const __m256 clamped = _mm256_min_ps(_mm256_max_ps(q, _mm256_sub_ps(_mm256_setzero_ps(), bound)), bound);
     const __m256i r = _mm256_add_epi32(_mm256_cvtps_epi32(clamped), zero);
-    return check_nan ? _mm256_blendv_epi8(nan_out, r, _mm256_castps_si256(_mm256_cmp_ps(q, q, _CMP_ORD_Q))) : r;
+    return _mm256_blendv_epi8(nan_out, r, _mm256_castps_si256(_mm256_cmp_ps(q, q, _CMP_ORD_Q)));
 }
 
 /* 32 outputs: four vectors of 8 packed with saturation to int16, then to uint8 (and back to int8). */
