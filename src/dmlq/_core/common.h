@@ -98,6 +98,7 @@ typedef struct {
     float a_scale, b_scale, out_scale, out_zero_point;
     int reciprocal;
     float lo, hi;
+    int corrected;           /* the division-free quotient, verified for these parameters (dmlq_qadd_corrected) */
 } dmlq_qadd_params;          /* operands: a, b, out */
 
 enum {
@@ -116,7 +117,16 @@ typedef struct {
 
 typedef struct {
     dmlq_row_fn quantize, dequantize, quantized_add, add;
+    /* Whether quantized_add with `corrected` set gives the division's outputs for every input under
+     * these parameters (it checks all 65,536 (a, b) pairs); NULL where the level has no such route. */
+    int (*corrected_qadd_exact)(const dmlq_qadd_params *params);
 } dmlq_row_table;
+
+/* Whether the quantized add may take the level's verified division-free route for these parameters
+ * (never with reciprocal_division, which divides by nothing). Verdicts are cached per parameter set
+ * and level; calls of fewer than 65,536 elements use a cached verdict but never verify. Call with the
+ * GIL held: it guards the cache. */
+int dmlq_qadd_corrected(const dmlq_row_table *rows, const dmlq_qadd_params *params, ptrdiff_t elements);
 
 extern const dmlq_row_table dmlq_rows_portable;
 #if DMLQ_X86

@@ -37,7 +37,8 @@ int dmlq_detected_level(void) {
         int level = DMLQ_PORTABLE;
 #if DMLQ_X86
         __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx2") && f16c_supported()) level = DMLQ_LEVEL_AVX2;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c_supported())
+            level = DMLQ_LEVEL_AVX2;
         if (level == DMLQ_LEVEL_AVX2 && __builtin_cpu_supports("avx512f") &&
             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
             __builtin_cpu_supports("avx512dq"))

@@ -204,28 +204,43 @@ static PyObject *dequantize(PyObject *self, PyObject *args) {
     return run(&loop, rows_for_level()->dequantize, &params);
 }
 
-static PyObject *quantized_add(PyObject *self, PyObject *args) {
+/* The quantized add's operands and parameters, with the route its quotient takes; -1 on error. */
+static int qadd_operands(PyObject *args, dmlq_loop *loop, dmlq_qadd_params *params) {
     PyObject *a_object, *b_object, *out_object;
     double a_scale, b_scale, out_scale;
     int a_zero, b_zero, out_zero, reciprocal;
     if (!PyArg_ParseTuple(args, "OOOdididip", &a_object, &b_object, &out_object, &a_scale, &a_zero, &b_scale,
                           &b_zero, &out_scale, &out_zero, &reciprocal))
-        return NULL;
+        return -1;
     PyArrayObject *arrays[3] = {as_array(a_object, "a", 0), as_array(b_object, "b", 0), as_array(out_object, "out", 0)};
-    if (PyErr_Occurred() || check_output(arrays[2]) < 0) return NULL;
+    if (PyErr_Occurred() || check_output(arrays[2]) < 0) return -1;
     for (int i = 0; i < 2; i++) {
         if (type_of(arrays[i]) != DMLQ_U8 && type_of(arrays[i]) != DMLQ_I8) {
             PyErr_SetString(PyExc_ValueError, "quantized_add: a and b must be uint8 or int8");
-            return NULL;
+            return -1;
         }
     }
-    dmlq_qadd_params params = {is_signed_byte(arrays[0]), is_signed_byte(arrays[1]), is_signed_byte(arrays[2]),
-                               a_zero, b_zero, (float)a_scale, (float)b_scale, (float)out_scale, (float)out_zero,
-                               reciprocal, 0.0f, 0.0f};
-    if (byte_bounds(arrays[2], &params.lo, &params.hi) < 0) return NULL;
+    *params = (dmlq_qadd_params){is_signed_byte(arrays[0]), is_signed_byte(arrays[1]), is_signed_byte(arrays[2]),
+                                 a_zero, b_zero, (float)a_scale, (float)b_scale, (float)out_scale, (float)out_zero,
+                                 reciprocal, 0.0f, 0.0f, 0};
+    if (byte_bounds(arrays[2], &params->lo, &params->hi) < 0 || build_loop(loop, arrays, 3) < 0) return -1;
+    params->corrected = dmlq_qadd_corrected(rows_for_level(), params, PyArray_SIZE(arrays[2]));
+    return 0;
+}
+
+static PyObject *quantized_add(PyObject *self, PyObject *args) {
     dmlq_loop loop;
-    if (build_loop(&loop, arrays, 3) < 0) return NULL;
+    dmlq_qadd_params params;
+    if (qadd_operands(args, &loop, &params) < 0) return NULL;
     return run(&loop, rows_for_level()->quantized_add, &params);
+}
+
+/* Which quotient quantized_add(*args) would compute: "multiply", "corrected" or "divide". */
+static PyObject *quantized_add_route(PyObject *self, PyObject *args) {
+    dmlq_loop loop;
+    dmlq_qadd_params params;
+    if (qadd_operands(args, &loop, &params) < 0) return NULL;
+    return PyUnicode_FromString(params.reciprocal ? "multiply" : params.corrected ? "corrected" : "divide");
 }
 
 static PyObject *add(PyObject *self, PyObject *args) {
@@ -782,6 +797,8 @@ static PyMethodDef methods[] = {
     {"quantized_add", quantized_add, METH_VARARGS,
      "quantized_add(a, b, out, a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point, "
      "reciprocal_division)"},
+    {"quantized_add_route", quantized_add_route, METH_VARARGS,
+     "quantized_add_route(...): the quotient quantized_add(...) computes: 'multiply', 'corrected' or 'divide'."},
     {"add", add, METH_VARARGS, "add(a, b, out, activation_type_value, (p0, p1))"},
     {"matmul", matmul, METH_VARARGS,
      "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "

@@ -4,7 +4,8 @@
  * The including file defines ROW_TABLE (the exported table's name) and two contiguous converters,
  * halves_to_floats and floats_to_halves; it may define FAST_QUANTIZE, FAST_DEQUANTIZE, FAST_QADD
  * and FAST_ADD, hand-written loops for the common contiguous cases that return 1 when they apply
- * (only they use `stream`: the generic rows store through the caches).
+ * (only they use `stream`: the generic rows store through the caches), and CORRECTED_QADD_EXACT,
+ * the verifier of a division-free quantized add (dmlq_row_table.corrected_qadd_exact).
  * Rows work in tiles of TILE elements: a contiguous operand of the kernel's own type is read in
  * place, any other is converted into a small stack tile first, so strided, broadcast and float16
  * operands cost one pass through L1 and nothing else. The loops are written for the compiler's
@@ -322,4 +323,8 @@ static void add_row(char *const *p, const ptrdiff_t *s, ptrdiff_t n_all, const v
     }
 }
 
-const dmlq_row_table ROW_TABLE = {quantize_row, dequantize_row, qadd_row, add_row};
+#ifndef CORRECTED_QADD_EXACT
+#define CORRECTED_QADD_EXACT NULL
+#endif
+
+const dmlq_row_table ROW_TABLE = {quantize_row, dequantize_row, qadd_row, add_row, CORRECTED_QADD_EXACT};

@@ -1,0 +1,136 @@
+"""The quantized add's division-free route gives the division's bits, and division where it would not.
+
+With per-tensor parameters an output depends on its (a, b) pair alone, so the 65,536 pairs cover
+every input. Each test runs at every instruction-set level this CPU offers; the route each call
+takes is visible through ``_core.quantized_add_route`` (same arguments as ``_core.quantized_add``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlq import _core, reference
+
+LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+U8, I8 = np.uint8, np.int8
+TYPES = [(a, b, out) for a in (U8, I8) for b in (U8, I8) for out in (U8, I8)]
+NICE_SCALES = [
+    (0.02, 0.03, 0.04), (0.02, 0.02, 0.04), (0.1, 0.05, 0.3), (0.003, 0.7, 0.01), (1.0, 1.0, 1.0),
+    (0.5, 0.25, 3.0), (255.0, 1.0, 0.0078125),
+    (1e-30, 3e-31, 7e-31), (1e-38, 2e-38, 3e-38), (4e30, 1e30, 2e30),  # tiny (subnormal sums) and huge
+]  # fmt: skip
+RANDOM_SCALES = [
+    tuple(float(s) for s in 10.0 ** np.random.default_rng(seed).uniform(-4, 2, 3)) for seed in range(8)
+]
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference overflows on purpose
+
+
+@pytest.fixture(params=LEVELS)
+def level(request):
+    _core.set_level(request.param)
+    yield request.param
+    _core.set_level(_core.detected_level())
+
+
+def all_pairs(a_type, b_type) -> tuple[np.ndarray, np.ndarray]:
+    """Every (a, b) pair of the two byte types once, a in the high byte of the index."""
+    index = np.arange(1 << 16)
+    return (index >> 8).astype(U8).view(a_type), (index & 0xFF).astype(U8).view(b_type)
+
+
+def zero_points(a_type, b_type, out_type) -> tuple[int, int, int]:
+    """Zero points off the centre of each type, so that the sums and the outputs both saturate."""
+    return (-3 if a_type == I8 else 131), (5 if b_type == I8 else 120), (-7 if out_type == I8 else 99)
+
+
+def expected(a, b, out_type, scales, zeros, reciprocal) -> np.ndarray:
+    """The reference's outputs for per-tensor parameters (scalars)."""
+    (a_scale, b_scale, out_scale), (a_zero, b_zero, out_zero) = scales, zeros
+    return reference.quantized_linear_add(
+        a, a_scale, np.array(a_zero), b, b_scale, np.array(b_zero), out_scale, np.array(out_zero), out_type,
+        reciprocal_division=reciprocal,
+    )  # fmt: skip
+
+
+def core_arguments(a, b, out, scales, zeros, reciprocal) -> tuple:
+    (a_scale, b_scale, out_scale), (a_zero, b_zero, out_zero) = scales, zeros
+    return a, b, out, a_scale, a_zero, b_scale, b_zero, out_scale, out_zero, reciprocal
+
+
+def computed(a, b, out_type, scales, zeros, reciprocal) -> tuple[np.ndarray, str]:
+    """dmlq's outputs and the route that computed them."""
+    out = np.empty(a.shape, out_type)
+    arguments = core_arguments(a, b, out, scales, zeros, reciprocal)
+    route = _core.quantized_add_route(*arguments)
+    _core.quantized_add(*arguments)
+    return out, route
+
+
+@pytest.mark.parametrize("scales", NICE_SCALES + RANDOM_SCALES, ids=str)
+def test_every_pair_equals_the_division_reference(level, scales):
+    for a_type, b_type, out_type in TYPES:
+        a, b = all_pairs(a_type, b_type)
+        zeros = zero_points(a_type, b_type, out_type)
+        for reciprocal in (False, True):
+            got, route = computed(a, b, out_type, scales, zeros, reciprocal)
+            assert route == "multiply" if reciprocal else route in ("corrected", "divide")
+            want = expected(a, b, out_type, scales, zeros, reciprocal)
+            mismatches = np.flatnonzero(got != want)
+            assert mismatches.size == 0, (a_type, b_type, out_type, reciprocal, route, mismatches[:5])
+
+
+@pytest.mark.parametrize("scales", [(0.02, 0.03, 0.04), (0.1, 0.05, 0.3), (0.003, 0.7, 0.01)], ids=str)
+def test_simple_scale_ratios_take_the_corrected_route_on_avx2(scales):
+    _core.set_level("avx2" if "avx2" in LEVELS else "portable")
+    try:
+        a, b = all_pairs(U8, U8)
+        _, route = computed(a, b, U8, scales, (128, 128, 128), False)
+    finally:
+        _core.set_level(_core.detected_level())
+    assert route == ("corrected" if "avx2" in LEVELS else "divide")
+
+
+def test_portable_code_divides():
+    _core.set_level("portable")
+    try:
+        a, b = all_pairs(U8, U8)
+        _, route = computed(a, b, U8, (0.02, 0.03, 0.04), (128, 128, 128), False)
+    finally:
+        _core.set_level(_core.detected_level())
+    assert route == "divide"
+
+
+@pytest.mark.parametrize("out_type", [U8, I8])
+def test_a_failed_verification_divides_and_still_matches(level, out_type):
+    # Sums overflow to infinity, which divides to a saturated output; the corrected route's
+    # residual turns it into NaN, so its verification fails.
+    scales, zeros = (3e38, 3e38, 1.0), zero_points(U8, U8, out_type)
+    a, b = all_pairs(U8, U8)
+    got, route = computed(a, b, out_type, scales, zeros, False)
+    assert route == "divide"
+    np.testing.assert_array_equal(got, expected(a, b, out_type, scales, zeros, False))
+
+
+def test_small_calls_never_verify_but_use_a_cached_verdict(level):
+    scales, zeros = (0.021, 0.033, 0.047), (128, 128, 128)
+    a, b = all_pairs(U8, U8)
+    small = (a[:16], b[:16])
+    assert computed(*small, U8, scales, zeros, False)[1] == "divide"
+    verdict = computed(a, b, U8, scales, zeros, False)[1]
+    assert computed(*small, U8, scales, zeros, False)[1] == verdict
+    assert verdict == ("corrected" if level == "avx2" else "divide")
+
+
+def test_sixteen_million_elements_equal_the_reference():
+    # Split among threads, misaligned operands, and a tail shorter than a vector.
+    rng = np.random.default_rng(12)
+    n = 16 * 1024 * 1024 + 7
+    a = rng.integers(0, 256, n + 1, dtype=U8)[1:]
+    b = rng.integers(-128, 128, n + 3, dtype=I8)[3:]
+    out = np.empty(n + 5, U8)[5:]
+    scales, zeros = (0.02, 0.03, 0.04), (128, 3, 128)
+    arguments = core_arguments(a, b, out, scales, zeros, False)
+    assert _core.quantized_add_route(*arguments) == ("corrected" if _core.get_level() == "avx2" else "divide")
+    _core.quantized_add(*arguments)
+    np.testing.assert_array_equal(out, expected(a, b, U8, scales, zeros, False))
