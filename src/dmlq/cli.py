@@ -37,6 +37,9 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     _escape_what_cannot_be_encoded()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if _names_an_onnx_model(argv):
+        return _onnx_main(argv)
     args = build_parser().parse_args(argv)
     try:
         status = _handle(args)
@@ -49,6 +52,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_output()
         print(f"dmlq: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
         return 2
+
+
+def _names_an_onnx_model(argv: list[str]) -> bool:
+    """``compare``, and ``run``/``check`` of a ``.onnx`` file, belong to the ONNX front end (dmlq.onnx)."""
+    return bool(argv) and (
+        argv[0] == "compare"
+        or (argv[0] in ("run", "check") and any(arg.endswith(".onnx") for arg in argv[1:]))
+    )
+
+
+def _onnx_main(argv: list[str]) -> int:
+    try:
+        from .onnx.cli import main as onnx_main
+    except ImportError as error:
+        message = f"ONNX models need the onnx extra (pip install 'dmlq[onnx]'): {error}"
+        print(f"dmlq: error: {message}", file=sys.stderr)
+        return 2
+    return onnx_main(argv)
 
 
 def _escape_what_cannot_be_encoded() -> None:

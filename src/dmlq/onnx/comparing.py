@@ -1,0 +1,268 @@
+"""dmlq's run of a model against onnxruntime's CPU provider, per graph output and per mapped step.
+
+Per step, onnxruntime CPU computes the step's own nodes from the very inputs dmlq's run gave
+them, so a difference there belongs to that operator. Per graph output, onnxruntime CPU runs the
+whole model as its CPU provider would (with the QDQ fusions it applies on the CPU). Differences
+are counted in elements and measured in units of the last place: integer steps for quantized
+outputs, float ulps (of the larger magnitude) for float ones. Each gets its known cause:
+
+* QuantizeLinear: ``x / scale`` within a float32 rounding of a .5 tie is broken differently;
+* QLinearAdd (and the QDQ Add group): onnxruntime requantizes with the ratios of the scales,
+  DirectML with the float32 formula, which resolve near-ties differently;
+* QLinearMatMul with uint8 A and int8 B on a CPU without AVX-VNNI / AVX512-VNNI: onnxruntime's
+  AVX2 kernel (``vpmaddubsw``) saturates the int16 sum of each adjacent pair of products, where
+  DirectML (and dmlq) accumulate exactly; otherwise requantization near-ties;
+* float Add with a fused activation: onnxruntime's float32 approximation of the activation;
+* a graph output whose steps all agree: a fusion only one provider applies (onnxruntime CPU runs
+  DQ -> MatMul -> Q as an integer QLinearMatMul; the DirectML provider keeps the float MatMul).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _core
+from ..ops import (
+    ElementWiseAdd1,
+    ElementWiseQuantizedLinearAdd,
+    ElementWiseQuantizeLinear,
+    QuantizedLinearMatrixMultiply,
+)
+from .loading import Model, load
+from .mapping import Step
+from .running import OTHER, checked_inputs, execute, ort_session, stages
+
+__all__ = ["Difference", "Report", "compare", "random_inputs"]
+
+UNEXPLAINED = "not a known cause"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One output compared: elements that differ from onnxruntime CPU and by how much."""
+
+    node: str
+    output: str
+    operator: str
+    elements: int
+    differing: int | None  # None: not compared (onnxruntime CPU computed it in both runs)
+    largest: float
+    unit: str
+    cause: str
+
+    @property
+    def largest_text(self) -> str:
+        if not self.differing:
+            return "-"
+        return f"{self.largest:g} {self.unit}"
+
+
+@dataclass
+class Report:
+    """The comparison: per graph output and per mapped step, and the seed that drew missing inputs."""
+
+    seed: int
+    drawn: list[str]
+    outputs: list[Difference] = field(default_factory=list)
+    nodes: list[Difference] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return not any(d.differing for d in [*self.outputs, *self.nodes] if d.differing is not None)
+
+    def table(self) -> str:
+        """The report as text: one table per graph output, one per node."""
+        header = ("NODE", "OUTPUT", "COMPUTED BY", "DIFFERING", "LARGEST", "CAUSE")
+        parts = []
+        if self.drawn:
+            parts.append(f"inputs drawn at random with seed {self.seed}: {', '.join(self.drawn)}")
+        parts.append("graph outputs vs onnxruntime CPU (whole model):")
+        parts.append(_table(header, [_row(d) for d in self.outputs]))
+        parts.append("")
+        parts.append("nodes vs onnxruntime CPU (same inputs):")
+        parts.append(_table(header, [_row(d) for d in self.nodes]))
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _row(difference: Difference) -> tuple[str, ...]:
+    counted = (
+        "not compared" if difference.differing is None else f"{difference.differing} of {difference.elements}"
+    )
+    return (
+        difference.node,
+        difference.output,
+        difference.operator,
+        counted,
+        difference.largest_text,
+        difference.cause if difference.differing else "-",
+    )
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]
+    )
+
+
+def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, feature_level=None) -> Report:
+    """Run ``model`` with dmlq and with onnxruntime CPU and report where they differ, and why.
+
+    Inputs not given are drawn at random from ``seed`` (their names are in ``report.drawn``).
+    """
+    loaded = load(model)
+    given = dict(inputs or {})
+    drawn = [name for name in loaded.input_names if name not in given]
+    feeds = {**random_inputs(loaded, seed, drawn), **given}
+    values: dict[str, np.ndarray] = {}
+    ours = execute(loaded, feeds, feature_level, keep=values)
+    report = Report(seed, drawn)
+    report.nodes = [
+        _compare_step(loaded, step, values) if step.mapped else _not_compared(step, values)
+        for stage in stages(loaded)
+        for step in stage.steps
+    ]
+    theirs = _ort_whole(loaded, checked_inputs(loaded, feeds))
+    for name in loaded.output_names:
+        cause = _output_cause(loaded, name, report.nodes)
+        report.outputs.append(
+            _difference("(graph output)", name, "whole model", ours[name], theirs[name], cause)
+        )
+    return report
+
+
+def random_inputs(model: Model, seed: int, names: list[str]) -> dict[str, np.ndarray]:
+    """Inputs drawn from ``seed``: floats in [-2, 2), integers over the 8-bit range; symbolic dimensions 1."""
+    rng = np.random.default_rng(seed)
+    drawn = {}
+    for name in names:
+        found = model.types.get(name)
+        dtype = np.dtype(np.float32) if found is None or found.dtype is None else found.dtype
+        shape = tuple(1 if d is None else d for d in (found.shape or ()))
+        if dtype.kind == "f":
+            drawn[name] = rng.uniform(-2, 2, shape).astype(dtype)
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            drawn[name] = rng.integers(max(info.min, -128), min(info.max, 255), shape, endpoint=True).astype(
+                dtype
+            )
+        else:
+            drawn[name] = rng.integers(0, 2, shape).astype(dtype)
+    return drawn
+
+
+def _ort_whole(model: Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime
+
+    session = model.cache.get("whole")
+    if session is None:
+        session = model.cache["whole"] = onnxruntime.InferenceSession(
+            model.proto.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    return dict(zip(model.output_names, session.run(model.output_names, dict(feeds))))
+
+
+def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) -> Difference:
+    feeds = {}
+    for node in step.covers:
+        for name in node.input:
+            if name and name not in model.initializers and name not in feeds and _outside(step, name):
+                feeds[name] = values[name]
+    output = step.outputs[0]
+    key = ("step session", id(step), tuple((n, v.dtype) for n, v in feeds.items()))
+    session = model.cache.get(key)
+    if session is None:
+        session = model.cache[key] = ort_session(model, list(step.covers), feeds, [output])
+    theirs = session.run([output], feeds)[0]
+    return _difference(
+        step.name, output, step.operator.TYPE_NAME, values[output], theirs, _step_cause(step, values)
+    )
+
+
+def _not_compared(step: Step, values: Mapping[str, np.ndarray]) -> Difference:
+    """An other step: onnxruntime CPU computed it in both runs, so there is nothing to compare."""
+    output = step.outputs[0] if step.outputs else "-"
+    size = int(np.size(values[output])) if output in values else 0
+    return Difference(step.name, output, OTHER, size, None, 0.0, "", "-")
+
+
+def _outside(step: Step, name: str) -> bool:
+    return all(name not in node.output for node in step.covers)
+
+
+def _difference(
+    node: str, output: str, operator: str, ours: np.ndarray, theirs: np.ndarray, cause: str
+) -> Difference:
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    if ours.shape != theirs.shape:
+        return Difference(
+            node, output, operator, ours.size, ours.size, float("inf"), "(shapes differ)", cause
+        )
+    if ours.dtype.kind in "iub":
+        gap = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
+        unit = "units"
+    else:
+        gap = _ulps(ours, theirs)
+        unit = "ulp"
+    differing = int(np.count_nonzero(gap))
+    largest = float(gap.max()) if differing else 0.0
+    return Difference(node, output, operator, ours.size, differing, largest, unit, cause)
+
+
+def _ulps(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """The float difference in ulps of the larger magnitude; NaN against NaN is equal."""
+    a, b = ours.astype(np.float64), theirs.astype(np.float64)
+    both_nan = np.isnan(a) & np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        spacing = np.spacing(np.maximum(np.abs(ours), np.abs(theirs)).astype(ours.dtype)).astype(np.float64)
+        gap = np.where(a == b, 0.0, np.abs(a - b) / spacing)
+    return np.where(both_nan, 0.0, np.nan_to_num(gap, nan=np.inf))
+
+
+def _step_cause(step: Step, values: Mapping[str, np.ndarray]) -> str:
+    if step.operator is ElementWiseQuantizeLinear:
+        return "x / scale is a rounding tie (within a float32 rounding of .5) onnxruntime breaks differently"
+    if step.operator is ElementWiseQuantizedLinearAdd:
+        return "onnxruntime's QLinearAdd requantizes with ratios of scales, DirectML with the float32 formula"
+    if step.operator is QuantizedLinearMatrixMultiply:
+        a, b = (values[step.inputs[0]].dtype, values[step.inputs[3]].dtype)
+        if (a, b) == (np.uint8, np.int8) and "vnni" not in _core.get_level():
+            return (
+                "onnxruntime's AVX2 u8xs8 kernel (vpmaddubsw) saturates int16 pair sums on CPUs without "
+                "AVX-VNNI; DirectML accumulates exactly"
+            )
+        return "requantization near-tie: onnxruntime multiplies by a float32 multiplier, DirectML rounds once"
+    if step.operator is ElementWiseAdd1:
+        return "onnxruntime's float32 approximation of the activation (DirectML's is correctly rounded here)"
+    return UNEXPLAINED
+
+
+def _output_cause(model: Model, output: str, nodes: list[Difference]) -> str:
+    upstream = _ancestors(model, output)
+    differing = [d.node for d in nodes if d.differing and d.output in upstream]
+    if differing:
+        return f"follows from node(s) {', '.join(differing)}"
+    if any(node.op_type in ("MatMul", "Conv", "Gemm") for node in model.graph.node):
+        return (
+            "a fusion only one provider applies: onnxruntime CPU runs DQ -> MatMul/Conv -> Q as integer "
+            "kernels, the DirectML provider keeps the float operator"
+        )
+    return UNEXPLAINED
+
+
+def _ancestors(model: Model, output: str) -> set[str]:
+    producer = {name: node for node in model.graph.node for name in node.output}
+    seen, pending = {output}, [output]
+    while pending:
+        node = producer.get(pending.pop())
+        for name in node.input if node is not None else ():
+            if name and name not in seen:
+                seen.add(name)
+                pending.append(name)
+    return seen

@@ -1,0 +1,209 @@
+"""Executing a model: mapped steps on dmlq's DirectML operators, every other node on onnxruntime CPU.
+
+Mapped steps are compiled on a :class:`dmlq.Device` of the requested feature level from the
+descriptions :mod:`.mapping` builds, then executed on the operand arrays themselves. Runs of
+consecutive other nodes become one onnxruntime session each (CPU provider), built on first use and
+kept with the model; their results are not DirectML operators of dmlq.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..device import CompiledOperator, Device
+from ..errors import DmlError
+from ..types import FeatureLevel
+from .loading import Model, load
+from .mapping import Described, Spec, Step, plan
+
+__all__ = ["OTHER", "Stage", "execute", "run", "stages"]
+
+OTHER = "not a DirectML operator of dmlq: computed by onnxruntime CPU"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Consecutive steps executed together: one mapped step, or other steps in one ORT session."""
+
+    steps: tuple[Step, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def mapped(self) -> bool:
+        return self.steps[0].mapped
+
+
+def stages(model: Model) -> list[Stage]:
+    """The plan grouped for execution (kept with the model)."""
+    found = model.cache.get("stages")
+    if found is None:
+        found = model.cache["stages"] = _group(plan(model), set(model.output_names))
+    return found
+
+
+def _group(steps: list[Step], graph_outputs: set[str]) -> list[Stage]:
+    runs: list[list[Step]] = []
+    for step in steps:
+        if runs and not step.mapped and not runs[-1][0].mapped:
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    result = []
+    for index, run_steps in enumerate(runs):
+        later = set(graph_outputs)
+        for following in runs[index + 1 :]:
+            for step in following:
+                later.update(step.inputs)
+        produced = [name for step in run_steps for name in step.outputs]
+        result.append(Stage(tuple(run_steps), tuple(name for name in produced if name in later)))
+    return result
+
+
+def run(
+    model, inputs: Mapping[str, object], feature_level: FeatureLevel | str | None = None
+) -> dict[str, np.ndarray]:
+    """The model's outputs as the DirectML provider computes its mapped nodes: ``{name: array}``.
+
+    Nodes dmlq does not map run on onnxruntime's CPU provider (see :func:`dmlq.onnx.check`). A node
+    invalid at ``feature_level`` (default: the newest) is a DmlError before anything runs, as the
+    provider fails to create its session.
+    """
+    return execute(load(model), inputs, feature_level)
+
+
+def execute(
+    model: Model, inputs: Mapping[str, object], feature_level=None, keep: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
+    """:func:`run` on a loaded model; every value computed goes into ``keep`` when given."""
+    from .checking import refuse_invalid  # checking builds on running's stages
+
+    level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
+    values = {**model.initializers, **checked_inputs(model, inputs)}
+    refuse_invalid(model, level, values)
+    device = Device(level)
+    for stage in stages(model):
+        if stage.mapped:
+            step = stage.steps[0]
+            values[step.outputs[0]] = _execute_mapped(model, step, values, device)
+        else:
+            values.update(_execute_other(model, stage, values))
+    if keep is not None:
+        keep.update(values)
+    return {name: values[name] for name in model.output_names}
+
+
+def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
+    return [Spec(values[name].dtype, values[name].shape) if name else None for name in step.inputs]
+
+
+def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], device: Device) -> np.ndarray:
+    operands = [np.ascontiguousarray(values[name]) if name else None for name in step.inputs]
+    key = (
+        "compiled",
+        id(step),
+        device.feature_level,
+        tuple((a.dtype, a.shape) if a is not None else None for a in operands),
+    )
+    found = model.cache.get(key)
+    if found is None:
+        described = step.describe(specs(step, values))
+        found = model.cache[key] = (described, device.compile_operator(described.desc))
+    described, compiled = found
+    described: Described
+    compiled: CompiledOperator
+    out = np.empty(described.sizes, described.dtype)
+    compiled.execute(operands, [out])
+    return out.reshape(described.shape)
+
+
+def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if not stage.outputs:
+        return {}
+    feeds = {name: values[name] for name in _session_inputs(model, stage)}
+    session = _session(model, stage, feeds)
+    return dict(zip(stage.outputs, session.run(list(stage.outputs), feeds)))
+
+
+def _session_inputs(model: Model, stage: Stage) -> list[str]:
+    produced = {name for step in stage.steps for name in step.outputs}
+    names = []
+    for step in stage.steps:
+        for node in step.nodes:
+            for name in node.input:
+                if name and name not in produced and name not in model.initializers and name not in names:
+                    names.append(name)
+    return names
+
+
+def _session(model: Model, stage: Stage, feeds: Mapping[str, np.ndarray]):
+    key = ("session", id(stage), tuple((name, value.dtype) for name, value in feeds.items()))
+    session = model.cache.get(key)
+    if session is None:
+        session = model.cache[key] = ort_session(
+            model, [n for s in stage.steps for n in s.nodes], feeds, stage.outputs
+        )
+    return session
+
+
+def ort_session(model: Model, nodes: list[onnx.NodeProto], feeds: Mapping[str, np.ndarray], outputs):
+    """An onnxruntime CPU session computing ``nodes`` of ``model`` from ``feeds`` (names and dtypes)."""
+    import onnxruntime
+
+    used = {name for node in nodes for name in node.input}
+    graph = helper.make_graph(
+        nodes,
+        "dmlq_other",
+        [
+            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), None)
+            for name, value in feeds.items()
+        ],
+        [onnx.ValueInfoProto(name=name) for name in outputs],
+        initializer=[tensor for tensor in model.graph.initializer if tensor.name in used],
+    )
+    sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=model.proto.ir_version)
+    sub.functions.extend(model.proto.functions)
+    try:
+        return onnxruntime.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own exception types for a node it refuses
+        raise DmlError(
+            f"model: onnxruntime CPU cannot run node(s) {', '.join(n.name or n.op_type for n in nodes)}: "
+            f"{str(error).splitlines()[0]}"
+        ) from None
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+
+def checked_inputs(model: Model, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """The caller's inputs as arrays of the declared dtypes and shapes; DmlError naming the first wrong."""
+    if not isinstance(inputs, Mapping):
+        raise DmlError(f"inputs: expected a dict of input name to array, not {type(inputs).__name__}")
+    expected = model.input_names
+    extra = [name for name in inputs if name not in expected]
+    if extra:
+        raise DmlError(f"inputs: {extra[0]!r} is not an input of the model (inputs: {', '.join(expected)})")
+    missing = [name for name in expected if name not in inputs]
+    if missing:
+        raise DmlError(f"inputs: {missing[0]!r} is missing (inputs: {', '.join(expected)})")
+    return {name: _checked_input(model, name, inputs[name]) for name in expected}
+
+
+def _checked_input(model: Model, name: str, value: object) -> np.ndarray:
+    array = np.asarray(value)
+    declared = model.types.get(name)
+    if declared is None:
+        return array
+    if declared.dtype is not None and array.dtype != declared.dtype:
+        raise DmlError(f"inputs[{name!r}]: dtype {array.dtype} is not the model's {declared.dtype}")
+    shape = declared.shape
+    if shape is not None and (
+        len(shape) != array.ndim or any(d is not None and d != s for d, s in zip(shape, array.shape))
+    ):
+        shown = tuple("?" if d is None else d for d in shape)
+        raise DmlError(f"inputs[{name!r}]: shape {array.shape} does not fit the model's {shown}")
+    return array

@@ -1,0 +1,234 @@
+"""dmlq.onnx on one-node models built with onnx.helper: one per mapped node kind and opset.
+
+Each mapped node's output is bit-identical to dmlq's NumPy layer on the same inputs, and the
+report of ``compare`` counts exactly the elements an independent comparison with onnxruntime CPU
+finds different.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import dmlq.onnx as dx
+from dmlq.onnx.running import execute, stages
+from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
+
+U8, I8, F32, F16 = np.uint8, np.int8, np.float32, np.float16
+
+
+def byte_data(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
+
+
+def verify(proto, feeds, operator: str) -> dx.Report:
+    """Run, check the mapping and the NumPy layer, and check compare against an independent count."""
+    loaded = dx.load(proto)
+    assert [v.operator for v in dx.check(loaded)] == [operator]
+    values = {}
+    outputs = execute(loaded, feeds, keep=values)
+    assert assert_steps_match_numpy_layer(loaded, values) == 1
+    report = dx.compare(loaded, feeds)
+    theirs = ort_outputs(proto, feeds)
+    for difference, name, expected in zip(report.outputs, loaded.output_names, theirs):
+        ours = outputs[name]
+        independent = np.count_nonzero(
+            ~(
+                (ours == expected) | (np.isnan(ours) & np.isnan(expected))
+                if ours.dtype.kind == "f"
+                else ours == expected
+            )
+        )
+        assert difference.differing == independent
+        assert report.nodes[0].differing == independent  # one node: the node is the whole model
+    return report
+
+
+@pytest.mark.parametrize("opset", [10, 13, 19, 21])
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_quantize_linear_per_tensor(opset, dtype, rng) -> None:
+    x = (rng.standard_normal((2, 3, 5)) * 40).astype(F32)
+    x[0, 0, :3] = [0.5, 1.5, -2.5]  # exact ties: both round halves to even
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    proto = model([node], {"x": x}, {"s": np.float32(0.5), "z": dtype(3)}, ["y"], opset)
+    report = verify(proto, {"x": x}, "ELEMENT_WISE_QUANTIZE_LINEAR")
+    assert report.identical
+
+
+@pytest.mark.parametrize("opset", [13, 19, 21])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_quantize_linear_per_axis(opset, axis, rng) -> None:
+    x = rng.standard_normal((3, 4, 5)).astype(F32)
+    length = x.shape[axis]
+    constants = {"s": rng.uniform(0.01, 0.1, length).astype(F32), "z": byte_data(rng, I8, length)}
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=axis)
+    verify(model([node], {"x": x}, constants, ["y"], opset), {"x": x}, "ELEMENT_WISE_QUANTIZE_LINEAR")
+
+
+@pytest.mark.parametrize("opset", [19, 21])
+def test_quantize_linear_float16_without_zero_point(opset, rng) -> None:
+    x = rng.standard_normal((4, 6)).astype(F16)
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"])
+    proto = model([node], {"x": x}, {"s": np.float16(0.03)}, ["y"], opset)
+    verify(proto, {"x": x}, "ELEMENT_WISE_QUANTIZE_LINEAR")
+
+
+@pytest.mark.parametrize("opset", [10, 13, 19, 21])
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_dequantize_linear(opset, dtype, rng) -> None:
+    q = byte_data(rng, dtype, (2, 7))
+    node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])
+    proto = model([node], {"q": q}, {"s": np.float32(0.07), "z": dtype(5)}, ["y"], opset)
+    assert verify(proto, {"q": q}, "ELEMENT_WISE_DEQUANTIZE_LINEAR").identical
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+def test_dequantize_linear_per_axis_and_int32(opset, rng) -> None:
+    q = byte_data(rng, U8, (2, 3, 4))
+    constants = {"s": rng.uniform(0.01, 0.1, 3).astype(F32), "z": byte_data(rng, U8, 3)}
+    node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)
+    verify(model([node], {"q": q}, constants, ["y"], opset), {"q": q}, "ELEMENT_WISE_DEQUANTIZE_LINEAR")
+    bias = rng.integers(-5000, 5000, (6,)).astype(np.int32)
+    node = helper.make_node("DequantizeLinear", ["q", "s"], ["y"])
+    proto = model([node], {"q": bias}, {"s": np.float32(0.001)}, ["y"], opset)
+    verify(proto, {"q": bias}, "ELEMENT_WISE_DEQUANTIZE_LINEAR")
+
+
+@pytest.mark.parametrize("opset", [10, 21])
+@pytest.mark.parametrize("b_type", [U8, I8])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul(opset, b_type, per_column, rng) -> None:
+    a, b = (
+        byte_data(rng, U8, (2, 3, 8)),
+        (rng.integers(-20, 20, (8, 5)) + (128 if b_type == U8 else 0)).astype(b_type),
+    )
+    n = b.shape[-1]
+    b_scale = rng.uniform(0.01, 0.03, n).astype(F32) if per_column else np.float32(0.02)
+    b_zero = (
+        (np.full(n, 128 if b_type == U8 else 0, b_type)) if per_column else b_type(128 if b_type == U8 else 0)
+    )
+    constants = {
+        "sa": np.float32(0.05),
+        "za": U8(120),
+        "sb": b_scale,
+        "zb": b_zero,
+        "sy": np.float32(0.2),
+        "zy": U8(128),
+    }
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    proto = model([node], {"a": a, "b": b}, constants, ["y"], opset)
+    verify(proto, {"a": a, "b": b}, "QUANTIZED_LINEAR_MATRIX_MULTIPLY")
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_com_microsoft_qlinear_add(dtype, rng) -> None:
+    a, b = byte_data(rng, dtype, (3, 4, 5)), byte_data(rng, dtype, (4, 5))
+    constants = {
+        "sa": np.float32(0.02),
+        "za": dtype(3),
+        "sb": np.float32(0.03),
+        "zb": dtype(-1 if dtype == I8 else 9),
+        "sy": np.float32(0.05),
+        "zy": dtype(7),
+    }
+    node = helper.make_node(
+        "QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"], domain="com.microsoft"
+    )
+    proto = model([node], {"a": a, "b": b}, constants, {"y": (dtype, [3, 4, 5])}, 13, microsoft=True)
+    verify(proto, {"a": a, "b": b}, "ELEMENT_WISE_QUANTIZED_LINEAR_ADD")
+
+
+@pytest.mark.parametrize("opset", [7, 13, 14])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_add(opset, dtype, rng) -> None:
+    a, b = rng.standard_normal((2, 3, 4)).astype(dtype), rng.standard_normal((3, 1)).astype(dtype)
+    node = helper.make_node("Add", ["a", "b"], ["y"])
+    report = verify(model([node], {"a": a, "b": b}, {}, ["y"], opset), {"a": a, "b": b}, "ELEMENT_WISE_ADD")
+    assert report.identical
+
+
+@pytest.mark.parametrize(
+    "activation",
+    [
+        ("Relu", {}),
+        ("LeakyRelu", {"alpha": 0.2}),
+        ("Sigmoid", {}),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+    ],
+)
+def test_add_then_fused_activation_is_add1(activation, rng) -> None:
+    a, b = rng.standard_normal((4, 6)).astype(F32), rng.standard_normal(6).astype(F32)
+    name, attributes = activation
+    nodes = [helper.make_node("Add", ["a", "b"], ["t"]), helper.make_node(name, ["t"], ["y"], **attributes)]
+    verify(model(nodes, {"a": a, "b": b}, {}, ["y"], 13), {"a": a, "b": b}, "ELEMENT_WISE_ADD1")
+
+
+def test_add_whose_sum_is_a_graph_output_fuses_nothing(rng) -> None:
+    a = rng.standard_normal((2, 2)).astype(F32)
+    nodes = [helper.make_node("Add", ["a", "a"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
+    verdicts = dx.check(model(nodes, {"a": a}, {}, ["t", "y"], 13))
+    assert [v.operator for v in verdicts] == ["ELEMENT_WISE_ADD", None]
+
+
+def qdq_add_model(rng, dtype=U8):
+    dq = [helper.make_node("DequantizeLinear", [name, "s" + name, "z"], ["f" + name]) for name in ("a", "b")]
+    nodes = [
+        *dq,
+        helper.make_node("Add", ["fa", "fb"], ["sum"]),
+        helper.make_node("QuantizeLinear", ["sum", "sy", "z"], ["y"]),
+    ]
+    constants = {"sa": np.float32(0.02), "sb": np.float32(0.02), "sy": np.float32(0.04), "z": dtype(10)}
+    feeds = {"a": byte_data(rng, dtype, (8, 16)), "b": byte_data(rng, dtype, (8, 16))}
+    return model(nodes, feeds, constants, ["y"], 13), feeds
+
+
+def test_qdq_add_group_is_one_quantized_linear_add(rng) -> None:
+    proto, feeds = qdq_add_model(rng)
+    verdicts = dx.check(proto)
+    assert [(v.operator, v.op_types) for v in verdicts] == [
+        (
+            "ELEMENT_WISE_QUANTIZED_LINEAR_ADD",
+            ("DequantizeLinear", "DequantizeLinear", "Add", "QuantizeLinear"),
+        )
+    ]
+    report = verify(proto, feeds, "ELEMENT_WISE_QUANTIZED_LINEAR_ADD")
+    if report.nodes[0].differing:  # 0.02 + 0.02 -> 0.04 makes exact halves: ORT's ratios break them otherwise
+        assert report.nodes[0].largest == 1 and "ratios" in report.nodes[0].cause
+
+
+def test_dq_transpose_q_collapses_onto_the_quantized_bytes(rng) -> None:
+    nodes = [
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["f"]),
+        helper.make_node("Transpose", ["f"], ["t"]),
+        helper.make_node("QuantizeLinear", ["t", "s", "z"], ["y"]),
+    ]
+    q = byte_data(rng, U8, (3, 5))
+    proto = model(nodes, {"q": q}, {"s": np.float32(0.1), "z": U8(4)}, ["y"], 13)
+    (verdict,) = dx.check(proto)
+    assert verdict.operator is None and verdict.op_types == (
+        "DequantizeLinear",
+        "Transpose",
+        "QuantizeLinear",
+    )
+    assert np.array_equal(dx.run(proto, {"q": q})["y"], q.T)
+
+
+def test_a_model_mixing_mapped_and_other_nodes_matches_onnxruntime(rng) -> None:
+    x, bias = rng.standard_normal((2, 3, 4)).astype(F32), rng.standard_normal((3, 2)).astype(F32)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+        helper.make_node("Transpose", ["d"], ["t"], perm=[2, 1, 0]),
+        helper.make_node("Add", ["t", "bias"], ["u"]),
+        helper.make_node("Relu", ["u"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["y"], axis=-1),
+    ]
+    proto = model(nodes, {"x": x}, {"s": np.float32(0.05), "z": I8(2), "bias": bias}, ["y"], 13)
+    loaded = dx.load(proto)
+    assert [s.mapped for stage in stages(loaded) for s in stage.steps] == [True, True, False, True, False]
+    report = dx.compare(loaded, {"x": x})
+    assert all(d.differing in (0, None) for d in report.nodes)
+    assert report.identical
+    assert np.array_equal(dx.run(loaded, {"x": x})["y"], ort_outputs(proto, {"x": x})[0])
