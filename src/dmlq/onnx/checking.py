@@ -48,13 +48,15 @@ def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdic
     >>> import numpy as np
     >>> from onnx import helper, numpy_helper, TensorProto
     >>> graph = helper.make_graph(
-    ...     [helper.make_node("QuantizeLinear", ["x", "s"], ["y"])], "g",
+    ...     [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "g",
     ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
     ...     [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 3])],
-    ...     [numpy_helper.from_array(np.float32(0.5), "s")])
+    ...     [numpy_helper.from_array(np.float32(0.5), "s"), numpy_helper.from_array(np.uint8(0), "z")])
     >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     >>> [(v.operator, v.valid, v.lowest_level.label) for v in check(model, "1_0")]
     [('ELEMENT_WISE_QUANTIZE_LINEAR', True, '1_0')]
+
+    Without a zero point the description has none, which DirectML accepts from feature level 6_2.
     """
     loaded = load(model)
     level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
