@@ -232,3 +232,17 @@ def test_a_model_mixing_mapped_and_other_nodes_matches_onnxruntime(rng) -> None:
     assert all(d.differing in (0, None) for d in report.nodes)
     assert report.identical
     assert np.array_equal(dx.run(loaded, {"x": x})["y"], ort_outputs(proto, {"x": x})[0])
+
+
+def test_values_computed_from_initializers_are_computed_once_and_stay_right(rng) -> None:
+    weight = rng.integers(-100, 100, (4, 3)).astype(I8)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w", "s"], ["wf"]),
+        helper.make_node("MatMul", ["x", "wf"], ["y"]),
+    ]
+    proto = model(nodes, {"x": np.zeros((2, 4), F32)}, {"w": weight, "s": np.float32(0.01)}, ["y"], 13)
+    loaded = dx.load(proto)
+    for seed in (1, 2):
+        x = np.random.default_rng(seed).standard_normal((2, 4)).astype(F32)
+        assert np.array_equal(dx.run(loaded, {"x": x})["y"], dx.run(proto, {"x": x})["y"])
+        assert np.allclose(dx.run(loaded, {"x": x})["y"], x @ (weight * np.float32(0.01)), rtol=1e-6)

@@ -131,8 +131,9 @@ def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, fe
     theirs = _ort_whole(loaded, checked_inputs(loaded, feeds))
     for name in loaded.output_names:
         cause = _output_cause(loaded, name, report.nodes)
+        step = _quantization_step(loaded, name)
         report.outputs.append(
-            _difference("(graph output)", name, "whole model", ours[name], theirs[name], cause)
+            _difference("(graph output)", name, "whole model", ours[name], theirs[name], cause, step)
         )
     return report
 
@@ -196,9 +197,29 @@ def _outside(step: Step, name: str) -> bool:
     return all(name not in node.output for node in step.covers)
 
 
+def _quantization_step(model: Model, output: str) -> float | None:
+    """The per-tensor scale of the DequantizeLinear that produces ``output`` (through Identity nodes)."""
+    producer = {name: node for node in model.graph.node for name in node.output}
+    node = producer.get(output)
+    while node is not None and node.op_type == "Identity":
+        node = producer.get(node.input[0])
+    if node is None or node.op_type != "DequantizeLinear":
+        return None
+    scale = model.initializers.get(node.input[1])
+    return float(scale.reshape(-1)[0]) if scale is not None and scale.size == 1 else None
+
+
 def _difference(
-    node: str, output: str, operator: str, ours: np.ndarray, theirs: np.ndarray, cause: str
+    node: str,
+    output: str,
+    operator: str,
+    ours: np.ndarray,
+    theirs: np.ndarray,
+    cause: str,
+    quantization_step: float | None = None,
 ) -> Difference:
+    """Elements that differ and the largest difference: in units of the last place for quantized data
+    (integers, or a float output dequantized with one scale: in steps of that scale), else in ulps."""
     ours, theirs = np.asarray(ours), np.asarray(theirs)
     if ours.shape != theirs.shape:
         return Difference(
@@ -206,6 +227,9 @@ def _difference(
         )
     if ours.dtype.kind in "iub":
         gap = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
+        unit = "units"
+    elif quantization_step is not None:
+        gap = np.round(np.abs(ours.astype(np.float64) - theirs.astype(np.float64)) / quantization_step)
         unit = "units"
     else:
         gap = _ulps(ours, theirs)
@@ -249,10 +273,13 @@ def _output_cause(model: Model, output: str, nodes: list[Difference]) -> str:
     if differing:
         return f"follows from node(s) {', '.join(differing)}"
     if any(node.op_type in ("MatMul", "Conv", "Gemm") for node in model.graph.node):
-        return (
+        fusion = (
             "a fusion only one provider applies: onnxruntime CPU runs DQ -> MatMul/Conv -> Q as integer "
             "kernels, the DirectML provider keeps the float operator"
         )
+        if "vnni" not in _core.get_level():
+            fusion += "; without VNNI, onnxruntime's u8xs8 kernel also saturates int16 pair sums"
+        return fusion
     return UNEXPLAINED
 
 

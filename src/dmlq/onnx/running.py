@@ -8,15 +8,16 @@ kept with the model; their results are not DirectML operators of dmlq.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from ..device import CompiledOperator, Device
 from ..errors import DmlError
+from ..threads import get_num_threads
 from ..types import FeatureLevel
 from .loading import Model, load
 from .mapping import Described, Spec, Step, plan
@@ -83,18 +84,47 @@ def execute(
     from .checking import refuse_invalid  # checking builds on running's stages
 
     level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
-    values = {**model.initializers, **checked_inputs(model, inputs)}
-    refuse_invalid(model, level, values)
+    given = checked_inputs(model, inputs)
+    checked = ("checked", level, tuple((name, value.dtype.str, value.shape) for name, value in given.items()))
+    values = {**model.initializers, **given}
+    if checked not in model.cache:
+        refuse_invalid(model, level, values)
+        model.cache[checked] = True
     device = Device(level)
     for stage in stages(model):
-        if stage.mapped:
-            step = stage.steps[0]
-            values[step.outputs[0]] = _execute_mapped(model, step, values, device)
-        else:
-            values.update(_execute_other(model, stage, values))
+        values.update(_execute_stage(model, stage, values, device))
     if keep is not None:
         keep.update(values)
     return {name: values[name] for name in model.output_names}
+
+
+def _execute_stage(
+    model: Model, stage: Stage, values: Mapping[str, np.ndarray], device: Device
+) -> dict[str, np.ndarray]:
+    """The stage's outputs; a stage that reads only initializers is computed once per feature level
+    (as constant as the weights it dequantizes), its results read-only."""
+    operands = stage.steps[0].inputs if stage.mapped else _session_inputs(model, stage)
+    constants = _constant_names(model)
+    constant = all(not name or name in model.initializers or name in constants for name in operands)
+    key = ("constant", id(stage), device.feature_level)
+    if constant and key in model.cache:
+        return model.cache[key]
+    if stage.mapped:
+        step = stage.steps[0]
+        outputs = {step.outputs[0]: _execute_mapped(model, step, values, device)}
+    else:
+        outputs = _execute_other(model, stage, values)
+    if constant:
+        for value in outputs.values():
+            value.flags.writeable = False
+        model.cache[key] = outputs
+        constants.update(outputs)
+    return outputs
+
+
+def _constant_names(model: Model) -> set[str]:
+    """Values computed from initializers alone: constants too, once computed."""
+    return model.cache.setdefault("constant names", set())
 
 
 def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
@@ -124,8 +154,11 @@ def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], 
 def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     if not stage.outputs:
         return {}
-    feeds = {name: values[name] for name in _session_inputs(model, stage)}
-    session = _session(model, stage, feeds)
+    constants = _constant_names(model)
+    names = _session_inputs(model, stage)
+    feeds = {name: values[name] for name in names if name not in constants}
+    frozen = {name: values[name] for name in names if name in constants}
+    session = _session(model, stage, feeds, frozen)
     return dict(zip(stage.outputs, session.run(list(stage.outputs), feeds)))
 
 
@@ -140,17 +173,24 @@ def _session_inputs(model: Model, stage: Stage) -> list[str]:
     return names
 
 
-def _session(model: Model, stage: Stage, feeds: Mapping[str, np.ndarray]):
+def _session(model: Model, stage: Stage, feeds: Mapping[str, np.ndarray], frozen: Mapping[str, np.ndarray]):
+    """The stage's session; values computed once from initializers (dequantized weights) are its
+    initializers too, so that onnxruntime may pre-pack them as it does the model's own."""
     key = ("session", id(stage), tuple((name, value.dtype) for name, value in feeds.items()))
     session = model.cache.get(key)
     if session is None:
-        session = model.cache[key] = ort_session(
-            model, [n for s in stage.steps for n in s.nodes], feeds, stage.outputs
-        )
+        nodes = [node for step in stage.steps for node in step.nodes]
+        session = model.cache[key] = ort_session(model, nodes, feeds, stage.outputs, frozen)
     return session
 
 
-def ort_session(model: Model, nodes: list[onnx.NodeProto], feeds: Mapping[str, np.ndarray], outputs):
+def ort_session(
+    model: Model,
+    nodes: list[onnx.NodeProto],
+    feeds: Mapping[str, np.ndarray],
+    outputs: Sequence[str],
+    constants: Mapping[str, np.ndarray] | None = None,
+):
     """An onnxruntime CPU session computing ``nodes`` of ``model`` from ``feeds`` (names and dtypes)."""
     import onnxruntime
 
@@ -163,17 +203,30 @@ def ort_session(model: Model, nodes: list[onnx.NodeProto], feeds: Mapping[str, n
             for name, value in feeds.items()
         ],
         [onnx.ValueInfoProto(name=name) for name in outputs],
-        initializer=[tensor for tensor in model.graph.initializer if tensor.name in used],
+        initializer=[tensor for tensor in model.graph.initializer if tensor.name in used]
+        + [numpy_helper.from_array(np.asarray(value), name) for name, value in (constants or {}).items()],
     )
     sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=model.proto.ir_version)
     sub.functions.extend(model.proto.functions)
     try:
-        return onnxruntime.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(
+            sub.SerializeToString(), _options(), providers=["CPUExecutionProvider"]
+        )
     except Exception as error:  # onnxruntime raises its own exception types for a node it refuses
         raise DmlError(
             f"model: onnxruntime CPU cannot run node(s) {', '.join(n.name or n.op_type for n in nodes)}: "
             f"{str(error).splitlines()[0]}"
         ) from None
+
+
+def _options():
+    """dmlq's thread count; no spinning, since dmlq's kernels run between the sessions' runs."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = get_num_threads()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
 
 # -- inputs -----------------------------------------------------------------------------------------
