@@ -143,18 +143,28 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if valid == len(mapped) else 1
 
 
+SHORT = {"QuantizeLinear": "Q", "DequantizeLinear": "DQ"}
+
+
+def _op_types(verdict: Verdict) -> str:
+    """The node's ONNX operator; a group's as ``DQ+DQ+Add+Q``."""
+    if len(verdict.op_types) == 1:
+        return verdict.op_types[0]
+    return "+".join(SHORT.get(op_type, op_type) for op_type in verdict.op_types)
+
+
 def _verdict_row(verdict: Verdict) -> tuple[str, ...]:
     if verdict.operator is None:
         return (
             verdict.node,
-            "+".join(verdict.op_types),
+            _op_types(verdict),
             "(not a DirectML operator of dmlq: onnxruntime CPU)",
             "-",
             "-",
         )
     valid = {True: "yes", False: "NO", None: "when run"}[verdict.valid]
     lowest = verdict.lowest_level.label if verdict.lowest_level else "-"
-    return (verdict.node, "+".join(verdict.op_types), verdict.operator, valid, lowest)
+    return (verdict.node, _op_types(verdict), verdict.operator, valid, lowest)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -13,8 +13,9 @@ outputs, float ulps (of the larger magnitude) for float ones. Each gets its know
   AVX2 kernel (``vpmaddubsw``) saturates the int16 sum of each adjacent pair of products, where
   DirectML (and dmlq) accumulate exactly; otherwise requantization near-ties;
 * float Add with a fused activation: onnxruntime's float32 approximation of the activation;
-* a graph output whose steps all agree: a fusion only one provider applies (onnxruntime CPU runs
-  DQ -> MatMul -> Q as an integer QLinearMatMul; the DirectML provider keeps the float MatMul).
+* a graph output whose steps all agree and which onnxruntime CPU reproduces exactly with its graph
+  optimizations off: a fusion only one provider applies (onnxruntime CPU runs DQ -> MatMul -> Q as
+  an integer QLinearMatMul; the DirectML provider keeps the float MatMul).
 """
 
 from __future__ import annotations
@@ -128,9 +129,13 @@ def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, fe
         for stage in stages(loaded)
         for step in stage.steps
     ]
-    theirs = _ort_whole(loaded, checked_inputs(loaded, feeds))
+    checked = checked_inputs(loaded, feeds)
+    theirs = _ort_whole(loaded, checked)
     for name in loaded.output_names:
-        cause = _output_cause(loaded, name, report.nodes)
+        matches_unfused = False
+        if not _equal(ours[name], theirs[name]):
+            matches_unfused = _equal(ours[name], _ort_whole(loaded, checked, optimized=False)[name])
+        cause = _output_cause(loaded, name, report.nodes, matches_unfused)
         step = _quantization_step(loaded, name)
         report.outputs.append(
             _difference("(graph output)", name, "whole model", ours[name], theirs[name], cause, step)
@@ -158,13 +163,20 @@ def random_inputs(model: Model, seed: int, names: list[str]) -> dict[str, np.nda
     return drawn
 
 
-def _ort_whole(model: Model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _ort_whole(
+    model: Model, feeds: Mapping[str, np.ndarray], optimized: bool = True
+) -> dict[str, np.ndarray]:
+    """The whole model on onnxruntime CPU; ``optimized=False`` turns its graph optimizations (fusions) off."""
     import onnxruntime
 
-    session = model.cache.get("whole")
+    key = ("whole", optimized)
+    session = model.cache.get(key)
     if session is None:
-        session = model.cache["whole"] = onnxruntime.InferenceSession(
-            model.proto.SerializeToString(), providers=["CPUExecutionProvider"]
+        options = onnxruntime.SessionOptions()
+        if not optimized:
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = model.cache[key] = onnxruntime.InferenceSession(
+            model.proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
     return dict(zip(model.output_names, session.run(model.output_names, dict(feeds))))
 
@@ -195,6 +207,10 @@ def _not_compared(step: Step, values: Mapping[str, np.ndarray]) -> Difference:
 
 def _outside(step: Step, name: str) -> bool:
     return all(name not in node.output for node in step.covers)
+
+
+def _equal(ours: np.ndarray, theirs: np.ndarray) -> bool:
+    return ours.shape == theirs.shape and np.array_equal(ours, theirs, equal_nan=ours.dtype.kind == "f")
 
 
 def _quantization_step(model: Model, output: str) -> float | None:
@@ -267,19 +283,19 @@ def _step_cause(step: Step, values: Mapping[str, np.ndarray]) -> str:
     return UNEXPLAINED
 
 
-def _output_cause(model: Model, output: str, nodes: list[Difference]) -> str:
+def _output_cause(model: Model, output: str, nodes: list[Difference], matches_unfused: bool) -> str:
     upstream = _ancestors(model, output)
     differing = [d.node for d in nodes if d.differing and d.output in upstream]
     if differing:
         return f"follows from node(s) {', '.join(differing)}"
-    if any(node.op_type in ("MatMul", "Conv", "Gemm") for node in model.graph.node):
-        fusion = (
-            "a fusion only one provider applies: onnxruntime CPU runs DQ -> MatMul/Conv -> Q as integer "
-            "kernels, the DirectML provider keeps the float operator"
+    if matches_unfused:
+        cause = (
+            "a fusion only one provider applies: onnxruntime CPU with its graph optimizations off matches "
+            "exactly (its CPU fusions run QDQ groups such as DQ -> MatMul -> Q as integer kernels)"
         )
         if "vnni" not in _core.get_level():
-            fusion += "; without VNNI, onnxruntime's u8xs8 kernel also saturates int16 pair sums"
-        return fusion
+            cause += "; without VNNI, onnxruntime's u8xs8 kernel also saturates int16 pair sums"
+        return cause
     return UNEXPLAINED
 
 
