@@ -31,6 +31,10 @@ provider builds them. Every rule names the onnxruntime source it follows (paths 
   Q (the middle node moves the quantized bytes); DQ → MatMul → Q stays as it is (a float MatMul).
 
 Every other node runs on onnxruntime's CPU provider: it is not a DirectML operator of dmlq.
+
+The opset lists are ONNX's versions of these operators up to 21; that the provider's registration
+table lists every one of them is [unconfirmed] (the rows were not found in the source read). dmlq
+maps a node whatever its opset within the model's imports.
 """
 
 from __future__ import annotations
