@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import DmlError
 from ..types import FeatureLevel
 from .loading import Model, load
-from .mapping import Spec, Step
+from .mapping import Spec, Step, node_name
 from .running import OTHER, stages
 
 __all__ = ["Verdict", "check", "refuse_invalid"]
@@ -78,7 +78,7 @@ def refuse_invalid(model: Model, level: FeatureLevel, values: Mapping[str, np.nd
 
 
 def _verdict(step: Step, level: FeatureLevel, specs: list[Spec | None] | None) -> Verdict:
-    names = tuple(node.name or node.op_type for node in step.covers)
+    names = tuple(node_name(node) for node in step.covers)
     op_types = tuple(node.op_type for node in step.covers)
     if not step.mapped:
         return Verdict(names, op_types, None, None, None, OTHER, step.rule)

@@ -116,6 +116,18 @@ def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, fe
     """Run ``model`` with dmlq and with onnxruntime CPU and report where they differ, and why.
 
     Inputs not given are drawn at random from ``seed`` (their names are in ``report.drawn``).
+
+    >>> import numpy as np
+    >>> from onnx import helper, numpy_helper, TensorProto
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.UINT8, [3])],
+    ...     [numpy_helper.from_array(np.float32(1), "s"), numpy_helper.from_array(np.uint8(0), "z")])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    >>> report = compare(model, seed=3)
+    >>> report.drawn, report.identical, [(d.operator, d.differing) for d in report.nodes]
+    (['x'], True, [('ELEMENT_WISE_QUANTIZE_LINEAR', 0)])
     """
     loaded = load(model)
     given = dict(inputs or {})

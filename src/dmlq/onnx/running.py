@@ -73,6 +73,17 @@ def run(
     Nodes dmlq does not map run on onnxruntime's CPU provider (see :func:`dmlq.onnx.check`). A node
     invalid at ``feature_level`` (default: the newest) is a DmlError before anything runs, as the
     provider fails to create its session.
+
+    >>> import numpy as np
+    >>> from onnx import helper, numpy_helper, TensorProto
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.UINT8, [3])],
+    ...     [numpy_helper.from_array(np.float32(1), "s"), numpy_helper.from_array(np.uint8(0), "z")])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    >>> run(model, {"x": np.float32([0.5, 1.5, 2.5])})
+    {'y': array([0, 2, 2], dtype=uint8)}
     """
     return execute(load(model), inputs, feature_level)
 
@@ -139,13 +150,11 @@ def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], 
         device.feature_level,
         tuple((a.dtype, a.shape) if a is not None else None for a in operands),
     )
-    found = model.cache.get(key)
+    found: tuple[Described, CompiledOperator] | None = model.cache.get(key)
     if found is None:
         described = step.describe(specs(step, values))
         found = model.cache[key] = (described, device.compile_operator(described.desc))
     described, compiled = found
-    described: Described
-    compiled: CompiledOperator
     out = np.empty(described.sizes, described.dtype)
     compiled.execute(operands, [out])
     return out.reshape(described.shape)
