@@ -33,6 +33,7 @@ class Stage:
 
     steps: tuple[Step, ...]
     outputs: tuple[str, ...]
+    inputs: tuple[str, ...]  # the values it reads that are neither its own nor the model's initializers
 
     @property
     def mapped(self) -> bool:
@@ -43,11 +44,11 @@ def stages(model: Model) -> list[Stage]:
     """The plan grouped for execution (kept with the model)."""
     found = model.cache.get("stages")
     if found is None:
-        found = model.cache["stages"] = _group(plan(model), set(model.output_names))
+        found = model.cache["stages"] = _group(plan(model), set(model.output_names), set(model.initializers))
     return found
 
 
-def _group(steps: list[Step], graph_outputs: set[str]) -> list[Stage]:
+def _group(steps: list[Step], graph_outputs: set[str], initializers: set[str]) -> list[Stage]:
     runs: list[list[Step]] = []
     for step in steps:
         if runs and not step.mapped and not runs[-1][0].mapped:
@@ -61,8 +62,19 @@ def _group(steps: list[Step], graph_outputs: set[str]) -> list[Stage]:
             for step in following:
                 later.update(step.inputs)
         produced = [name for step in run_steps for name in step.outputs]
-        result.append(Stage(tuple(run_steps), tuple(name for name in produced if name in later)))
+        inputs = _outside_inputs(run_steps, initializers)
+        result.append(Stage(tuple(run_steps), tuple(name for name in produced if name in later), inputs))
     return result
+
+
+def _outside_inputs(steps: list[Step], initializers: set[str]) -> tuple[str, ...]:
+    produced = {name for step in steps for name in step.outputs}
+    names: dict[str, None] = {}
+    for step in steps:
+        for name in step.inputs:
+            if name and name not in produced and name not in initializers:
+                names[name] = None
+    return tuple(names)
 
 
 def run(
@@ -114,9 +126,8 @@ def _execute_stage(
 ) -> dict[str, np.ndarray]:
     """The stage's outputs; a stage that reads only initializers is computed once per feature level
     (as constant as the weights it dequantizes), its results read-only."""
-    operands = stage.steps[0].inputs if stage.mapped else _session_inputs(model, stage)
     constants = _constant_names(model)
-    constant = all(not name or name in model.initializers or name in constants for name in operands)
+    constant = all(name in constants for name in stage.inputs)
     key = ("constant", id(stage), device.feature_level)
     if constant and key in model.cache:
         return model.cache[key]
@@ -164,22 +175,10 @@ def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray])
     if not stage.outputs:
         return {}
     constants = _constant_names(model)
-    names = _session_inputs(model, stage)
-    feeds = {name: values[name] for name in names if name not in constants}
-    frozen = {name: values[name] for name in names if name in constants}
+    feeds = {name: values[name] for name in stage.inputs if name not in constants}
+    frozen = {name: values[name] for name in stage.inputs if name in constants}
     session = _session(model, stage, feeds, frozen)
     return dict(zip(stage.outputs, session.run(list(stage.outputs), feeds)))
-
-
-def _session_inputs(model: Model, stage: Stage) -> list[str]:
-    produced = {name for step in stage.steps for name in step.outputs}
-    names = []
-    for step in stage.steps:
-        for node in step.nodes:
-            for name in node.input:
-                if name and name not in produced and name not in model.initializers and name not in names:
-                    names.append(name)
-    return names
 
 
 def _session(model: Model, stage: Stage, feeds: Mapping[str, np.ndarray], frozen: Mapping[str, np.ndarray]):
