@@ -7,6 +7,7 @@ finds different.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from onnx import helper
@@ -246,3 +247,16 @@ def test_values_computed_from_initializers_are_computed_once_and_stay_right(rng)
         x = np.random.default_rng(seed).standard_normal((2, 4)).astype(F32)
         assert np.array_equal(dx.run(loaded, {"x": x})["y"], dx.run(proto, {"x": x})["y"])
         assert np.allclose(dx.run(loaded, {"x": x})["y"], x @ (weight * np.float32(0.01)), rtol=1e-6)
+
+
+def test_a_4bit_dequantize_runs_on_onnxruntime_and_says_why(rng) -> None:
+    weight = rng.integers(-8, 8, (4, 3)).astype(ml_dtypes.int4)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w", "s"], ["wf"]),
+        helper.make_node("MatMul", ["x", "wf"], ["y"]),
+    ]
+    proto = model(nodes, {"x": np.zeros((2, 4), F32)}, {"w": weight, "s": np.float32(0.5)}, ["y"], 21)
+    verdicts = dx.check(proto)
+    assert [v.operator for v in verdicts] == [None, None] and "4-bit" in verdicts[0].rule
+    x = rng.standard_normal((2, 4)).astype(F32)
+    assert np.array_equal(dx.run(proto, {"x": x})["y"], ort_outputs(proto, {"x": x})[0])
