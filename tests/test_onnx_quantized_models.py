@@ -70,3 +70,15 @@ def test_qoperator_models_map_every_quantized_node(quantized) -> None:
         assert ops["QLinearAdd"] == "ELEMENT_WISE_QUANTIZED_LINEAR_ADD"
     if "QLinearConv" in ops:
         assert ops["QLinearConv"] is None  # not a DirectML operator of dmlq: onnxruntime CPU computes it
+
+
+def test_a_symbolic_batch_is_checked_through_qlinear_add_and_runs_at_any_size() -> None:
+    float_model = make_models.mlp([8, 16, 4], batch=2)
+    for value in [*float_model.graph.input, *float_model.graph.output]:
+        value.type.tensor_type.shape.dim[0].dim_param = "N"
+    loaded = dx.load(make_models.quantize(float_model, qdq=False, per_channel=True))
+    verdicts = [v for v in dx.check(loaded) if v.op_types != ("Identity",)]
+    assert verdicts[-1].op_types == ("DequantizeLinear",) and all(v.valid for v in verdicts)
+    values = {}
+    execute(loaded, {"x": np.random.default_rng(3).uniform(-2, 2, (5, 8)).astype(np.float32)}, keep=values)
+    assert values["y"].shape == (5, 4) and assert_steps_match_numpy_layer(loaded, values) == 6

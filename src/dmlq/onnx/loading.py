@@ -191,16 +191,28 @@ def _qlinear_add_types(proto: onnx.ModelProto, types: dict[str, TensorType]) -> 
             continue
         zero_point = types.get(node.input[7]) if len(node.input) > 7 and node.input[7] else None
         dtype = zero_point.dtype if zero_point is not None else a.dtype
-        try:
-            shape = tuple(
-                np.broadcast_shapes(*(tuple(-1 if d is None else d for d in t.shape) for t in (a, b)))
-            )
-        except ValueError:
-            continue
-        added[node.output[0]] = types[node.output[0]] = TensorType(
-            dtype, tuple(None if d < 0 else d for d in shape)
-        )
+        shape = _broadcast(a.shape, b.shape)
+        if shape is not None:
+            added[node.output[0]] = types[node.output[0]] = TensorType(dtype, shape)
     return added
+
+
+def _broadcast(
+    first: tuple[int | None, ...], second: tuple[int | None, ...]
+) -> tuple[int | None, ...] | None:
+    """NumPy's broadcasting of two static shapes (None: a symbolic dimension), or None if they clash."""
+    count = max(len(first), len(second))
+    result = []
+    for x, y in zip((1,) * (count - len(first)) + first, (1,) * (count - len(second)) + second):
+        if x == 1 or x == y:
+            result.append(y)
+        elif y == 1:
+            result.append(x)
+        elif x is None or y is None:
+            result.append(x if y is None else y)
+        else:
+            return None
+    return tuple(result)
 
 
 def tensor_type(value: onnx.ValueInfoProto) -> TensorType | None:
