@@ -13,6 +13,7 @@ import pytest
 from onnx import helper
 
 import dmlq.onnx as dx
+from dmlq.onnx.mapping import Spec
 from dmlq.onnx.running import execute, stages
 from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
 
@@ -151,19 +152,70 @@ def test_add(opset, dtype, rng) -> None:
 
 
 @pytest.mark.parametrize(
-    "activation",
-    [
-        ("Relu", {}),
-        ("LeakyRelu", {"alpha": 0.2}),
-        ("Sigmoid", {}),
-        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
-    ],
+    "activation, opset",
+    [(("Relu", {}), 13), (("Relu", {}), 14), (("LeakyRelu", {"alpha": 0.2}), 13), (("LeakyRelu", {}), 16)],
 )
-def test_add_then_fused_activation_is_add1(activation, rng) -> None:
+def test_add_then_relu_or_leaky_relu_is_add1(activation, opset, rng) -> None:
     a, b = rng.standard_normal((4, 6)).astype(F32), rng.standard_normal(6).astype(F32)
     name, attributes = activation
     nodes = [helper.make_node("Add", ["a", "b"], ["t"]), helper.make_node(name, ["t"], ["y"], **attributes)]
-    verify(model(nodes, {"a": a, "b": b}, {}, ["y"], 13), {"a": a, "b": b}, "ELEMENT_WISE_ADD1")
+    verify(model(nodes, {"a": a, "b": b}, {}, ["y"], opset), {"a": a, "b": b}, "ELEMENT_WISE_ADD1")
+
+
+def test_leaky_relu_fuses_with_its_default_alpha(rng) -> None:
+    a = rng.standard_normal((3, 5)).astype(F32)
+    nodes = [helper.make_node("Add", ["a", "a"], ["t"]), helper.make_node("LeakyRelu", ["t"], ["y"])]
+    (step,) = stages(dx.load(model(nodes, {"a": a}, {}, ["y"], 16)))[0].steps
+    assert step.describe([Spec(a.dtype, a.shape)] * 2).desc.fused_activation.alpha == F32(0.01)
+
+
+@pytest.mark.parametrize(
+    "activation", [("Sigmoid", {}), ("Elu", {}), ("HardSigmoid", {"alpha": 0.3}), ("Tanh", {})]
+)
+def test_add_then_another_activation_stays_add_and_the_activation_runs_as_other(activation, rng) -> None:
+    """DmlFusedAdd's activation filter is Relu and LeakyRelu only (OperatorUtility.cpp)."""
+    a, b = rng.standard_normal((4, 6)).astype(F32), rng.standard_normal(6).astype(F32)
+    name, attributes = activation
+    nodes = [helper.make_node("Add", ["a", "b"], ["t"]), helper.make_node(name, ["t"], ["y"], **attributes)]
+    proto = model(nodes, {"a": a, "b": b}, {}, ["y"], 13)
+    assert [v.operator for v in dx.check(proto)] == ["ELEMENT_WISE_ADD", None]
+    np.testing.assert_array_equal(
+        dx.run(proto, {"a": a, "b": b})["y"], ort_outputs(proto, {"a": a, "b": b})[0]
+    )
+
+
+@pytest.mark.parametrize("opset", [8, 13])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_sum_of_two_is_add(opset, dtype, rng) -> None:
+    a, b = rng.standard_normal((2, 3, 4)).astype(dtype), rng.standard_normal((3, 1)).astype(dtype)
+    node = helper.make_node("Sum", ["a", "b"], ["y"])
+    verify(model([node], {"a": a, "b": b}, {}, ["y"], opset), {"a": a, "b": b}, "ELEMENT_WISE_ADD")
+
+
+@pytest.mark.parametrize("opset", [8, 13, 16])
+def test_sum_of_two_then_relu_is_add1(opset, rng) -> None:
+    a, b = rng.standard_normal((4, 6)).astype(F32), rng.standard_normal(6).astype(F32)
+    nodes = [
+        helper.make_node("Sum", ["a", "b"], ["t"]),
+        helper.make_node("LeakyRelu", ["t"], ["y"], alpha=0.3),
+    ]
+    verify(model(nodes, {"a": a, "b": b}, {}, ["y"], opset), {"a": a, "b": b}, "ELEMENT_WISE_ADD1")
+
+
+def test_sum_of_opset_7_does_not_fuse(rng) -> None:
+    """Sum's since-version 6 is not in c_fusableOps (8 and 13 are)."""
+    a = rng.standard_normal((2, 2)).astype(F32)
+    nodes = [helper.make_node("Sum", ["a", "a"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
+    assert [v.operator for v in dx.check(model(nodes, {"a": a}, {}, ["y"], 7))] == ["ELEMENT_WISE_ADD", None]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_sum_of_other_than_two_inputs_is_other(count, rng) -> None:
+    a = rng.standard_normal((2, 2)).astype(F32)
+    proto = model([helper.make_node("Sum", ["a"] * count, ["y"])], {"a": a}, {}, ["y"], 13)
+    (verdict,) = dx.check(proto)
+    assert verdict.operator is None and "two inputs only" in verdict.rule
+    np.testing.assert_array_equal(dx.run(proto, {"a": a})["y"], ort_outputs(proto, {"a": a})[0])
 
 
 def test_add_whose_sum_is_a_graph_output_fuses_nothing(rng) -> None:
@@ -171,6 +223,18 @@ def test_add_whose_sum_is_a_graph_output_fuses_nothing(rng) -> None:
     nodes = [helper.make_node("Add", ["a", "a"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
     verdicts = dx.check(model(nodes, {"a": a}, {}, ["t", "y"], 13))
     assert [v.operator for v in verdicts] == ["ELEMENT_WISE_ADD", None]
+
+
+def test_add_read_by_two_nodes_fuses_nothing(rng) -> None:
+    """GraphTransformer.cpp fuses only a node whose output has exactly one consumer edge."""
+    a = rng.standard_normal((2, 2)).astype(F32)
+    nodes = [
+        helper.make_node("Add", ["a", "a"], ["t"]),
+        helper.make_node("Relu", ["t"], ["y"]),
+        helper.make_node("Neg", ["t"], ["z"]),
+    ]
+    verdicts = dx.check(model(nodes, {"a": a}, {}, ["y", "z"], 13))
+    assert [v.operator for v in verdicts] == ["ELEMENT_WISE_ADD", None, None]
 
 
 def qdq_add_model(rng, dtype=U8):

@@ -12,7 +12,6 @@ outputs, float ulps (of the larger magnitude) for float ones. Each gets its know
 * QLinearMatMul with uint8 A and int8 B on a CPU without AVX-VNNI / AVX512-VNNI: onnxruntime's
   AVX2 kernel (``vpmaddubsw``) saturates the int16 sum of each adjacent pair of products, where
   DirectML (and dmlq) accumulate exactly; otherwise requantization near-ties;
-* float Add with a fused activation: onnxruntime's float32 approximation of the activation;
 * a graph output whose steps all agree and which onnxruntime CPU reproduces exactly with its graph
   optimizations off: a fusion only one provider applies (onnxruntime CPU runs DQ -> MatMul -> Q as
   an integer QLinearMatMul; the DirectML provider keeps the float MatMul).
@@ -27,7 +26,6 @@ import numpy as np
 
 from .. import _core
 from ..ops import (
-    ElementWiseAdd1,
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
     QuantizedLinearMatrixMultiply,
@@ -290,8 +288,6 @@ def _step_cause(step: Step, values: Mapping[str, np.ndarray]) -> str:
                 "AVX-VNNI; DirectML accumulates exactly"
             )
         return "requantization near-tie: onnxruntime multiplies by a float32 multiplier, DirectML rounds once"
-    if step.operator is ElementWiseAdd1:
-        return "onnxruntime's float32 approximation of the activation (DirectML's is correctly rounded here)"
     return UNEXPLAINED
 
 

@@ -17,13 +17,19 @@ provider builds them. Every rule names the onnxruntime source it follows (paths 
   QUANTIZED_LINEAR_MATRIX_MULTIPLY: A and B 4-D, batches broadcast to the output's; a 1-D A or
   output scale or zero point is per-row ``{1, 1, M, 1}`` (moved to the H axis), a 1-D B one
   per-column ``{1, 1, 1, N}``; one-element ones are per-tensor.
-* ``Add`` on float32 / float16 (opsets 7, 13, 14; ``DmlOperatorElementWise.cpp``,
-  ``DmlOperatorElementwiseBinary``) becomes ELEMENT_WISE_ADD with both inputs broadcast to the
-  output's sizes (at least 4 dimensions); followed by an activation the provider fuses (its only
-  consumer, not a graph output: Relu, LeakyRelu, ThresholdedRelu, Elu, Celu, Selu, Sigmoid,
-  HardSigmoid, Tanh, Softplus, Softsign; ``providers/dml/DmlExecutionProvider/src/
-  FusionHelpers.cpp`` and ``GraphTransformer.cpp``) it becomes ELEMENT_WISE_ADD1 with that fused
-  activation.
+* ``Add`` (opsets 7, 13, 14) and ``Sum`` of exactly two inputs (opsets 8, 13) on float32 / float16
+  (``DmlOperatorElementWise.cpp``: ``DmlOperatorElementwiseBinary``, and for Sum
+  ``DmlOperatorElementwiseBinaryLoop``, whose first pair is one ADD) become ELEMENT_WISE_ADD with
+  both inputs broadcast to the output's sizes (at least 4 dimensions). A Sum of one or of three or
+  more inputs is an other node (DirectML runs IDENTITY, or several ADDs in a row, there).
+* Fusion (``providers/dml/DmlExecutionProvider/src/GraphTransformer.cpp`` and
+  ``Operators/OperatorUtility.cpp``, ``FusionHelpers`` tables ``c_fusableOps`` /
+  ``c_activationOps``): an Add (since-version 7, 13 or 14) or a two-input Sum (since-version 8 or
+  13) whose output feeds exactly one node, a ``Relu`` (since-version 6, 13, 14) or ``LeakyRelu``
+  (6, 16; alpha 0.01 unless given), and is not a graph output, becomes ELEMENT_WISE_ADD1 with that
+  fused activation ("the filter for activation functions maps to what DML's fused op internally
+  fuses at the shader level": only these two for Add and Sum). Any other activation after an Add
+  stays a node of its own (an other node here).
 * QDQ groups, as ``optimizer/qdq_transformer/selectors_actions/qdq_selector_action_transformer.cc``
   rewrites them for the DirectML provider: DQ + DQ → Add → Q (8-bit, per-tensor, the Add's only
   consumer the Q) becomes ``QLinearAdd`` (ELEMENT_WISE_QUANTIZED_LINEAR_ADD); DQ → Reshape /
@@ -32,9 +38,13 @@ provider builds them. Every rule names the onnxruntime source it follows (paths 
 
 Every other node runs on onnxruntime's CPU provider: it is not a DirectML operator of dmlq.
 
-The opset lists are ONNX's versions of these operators up to 21; that the provider's registration
-table lists every one of them is [unconfirmed] (the rows were not found in the source read). dmlq
-maps a node whatever its opset within the model's imports.
+Opsets, from ``Operators/OperatorRegistration.cpp`` and ``OperatorUtility.cpp``: the stored
+version of the registration table read (ONNX opset 12 era) registers QuantizeLinear and
+DequantizeLinear from 10, Add from 7, Sum from 7 (and 8; DirectML graphs only with 2 inputs) and
+QLinearMatMul from 10; ``c_fusableOps`` confirms Add 13 and 14 and Sum 13. QuantizeLinear /
+DequantizeLinear 13, 19, 21 and QLinearMatMul 21 are ONNX's later versions of these operators,
+mapped the same way; that the provider registers them is [unconfirmed] (their rows are newer than
+the table read). dmlq maps a node whatever its opset within the model's imports.
 """
 
 from __future__ import annotations
@@ -75,7 +85,9 @@ SOURCES = {
     "QLinearAdd": "DmlOperatorQLinearAdd.cpp",
     "QLinearMatMul": "DmlOperatorQLinearMatMul.cpp",
     "Add": "DmlOperatorElementWise.cpp (DmlOperatorElementwiseBinary)",
-    "Add+activation": "DmlOperatorElementWise.cpp + FusionHelpers.cpp (fused activation)",
+    "Sum": "DmlOperatorElementWise.cpp (DmlOperatorElementwiseBinaryLoop, two inputs: one ADD)",
+    "Add+activation": "GraphTransformer.cpp + OperatorUtility.cpp (FusionHelpers: DmlFusedAdd)",
+    "Sum+activation": "GraphTransformer.cpp + OperatorUtility.cpp (FusionHelpers: DmlFusedSum)",
     "QDQ Add": "qdq_selector_action_transformer.cc (DQ + DQ -> Add -> Q as QLinearAdd), "
     "DmlOperatorQLinearAdd.cpp",
     "QDQ collapse": "qdq_selector_action_transformer.cc (DQ -> data movement -> Q dropped)",
@@ -312,26 +324,24 @@ def _qlinear_matmul(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Descr
 # -- fused activations ---------------------------------------------------------------------------
 
 
-def _fused_activation(node: onnx.NodeProto) -> activations.Activation | None:
-    """The DirectML activation an ONNX activation node fuses into as, or None."""
-    if node.domain not in DEFAULT_DOMAINS:
+FUSING_SINCE = {"Add": (7, 13, 14), "Sum": (8, 13)}  # c_fusableOps, activation filter Relu/LeakyRelu
+FUSED_SINCE = {"Relu": (6, 13, 14), "LeakyRelu": (6, 16)}  # their rows in c_activationOps
+
+
+def _since_version(node: onnx.NodeProto, opset: int) -> int:
+    """The version of the node's operator schema the model's opset selects (what ORT matches on)."""
+    return onnx.defs.get_schema(node.op_type, opset, node.domain or "").since_version
+
+
+def _fused_activation(node: onnx.NodeProto, opset: int) -> activations.Activation | None:
+    """The DirectML activation an ONNX activation node fuses into an Add or Sum as, or None."""
+    if node.domain not in DEFAULT_DOMAINS or node.op_type not in FUSED_SINCE:
         return None
-    alpha = _attribute(node, "alpha", None)
-    with_alpha = {} if alpha is None else {"alpha": float(alpha)}
-    match node.op_type:
-        case "Relu" | "Sigmoid" | "Tanh" | "Softsign":
-            return getattr(activations, node.op_type)()
-        case "LeakyRelu" | "ThresholdedRelu" | "Elu" | "Celu":
-            return getattr(activations, node.op_type)(**with_alpha)
-        case "Selu":
-            gamma = _attribute(node, "gamma", None)
-            return activations.ScaledElu(**with_alpha, **({} if gamma is None else {"gamma": float(gamma)}))
-        case "HardSigmoid":
-            beta = _attribute(node, "beta", None)
-            return activations.HardSigmoid(**with_alpha, **({} if beta is None else {"beta": float(beta)}))
-        case "Softplus":
-            return activations.Softplus()
-    return None
+    if _since_version(node, opset) not in FUSED_SINCE[node.op_type]:
+        return None
+    if node.op_type == "Relu":
+        return activations.Relu()
+    return activations.LeakyRelu(alpha=float(_attribute(node, "alpha", activations.LeakyRelu.alpha)))
 
 
 # -- the plan ---------------------------------------------------------------------------------------
@@ -350,6 +360,7 @@ class _Graph:
             for name in set(node.input):
                 self.consumers.setdefault(name, []).append(node)
         self.graph_outputs = set(self.model.output_names)
+        self.opset = self.model.opset("")
 
     def only_consumer(self, name: str) -> onnx.NodeProto | None:
         found = self.consumers.get(name, [])
@@ -458,16 +469,17 @@ def _collapse(graph: _Graph, node: onnx.NodeProto) -> Step | None:
 
 
 def _add_step(graph: _Graph, add: onnx.NodeProto) -> Step:
+    """Add, or a two-input Sum, as ELEMENT_WISE_ADD; with a Relu / LeakyRelu after it, ADD1."""
+    kind = add.op_type
     if graph.dtype(add.output[0]) not in FLOATS:
-        return _other(
-            add,
-            f"Add on {graph.dtype(add.output[0]) or 'an unknown type'} is not mapped (float32/float16 only)",
-        )
+        found = graph.dtype(add.output[0]) or "an unknown type"
+        return _other(add, f"{kind} on {found} is not mapped (float32/float16 only)")
     follower = graph.only_consumer(add.output[0])
-    activation = None if follower is None else _fused_activation(follower)
+    fusing = _since_version(add, graph.opset) in FUSING_SINCE[kind]
+    activation = _fused_activation(follower, graph.opset) if follower is not None and fusing else None
     if activation is None:
         return Step(
-            (add,), (add,), tuple(add.input), (add.output[0],), ElementWiseAdd, SOURCES["Add"], _add(None)
+            (add,), (add,), tuple(add.input), (add.output[0],), ElementWiseAdd, SOURCES[kind], _add(None)
         )
     return Step(
         (add, follower),
@@ -475,7 +487,7 @@ def _add_step(graph: _Graph, add: onnx.NodeProto) -> Step:
         tuple(add.input),
         (follower.output[0],),
         ElementWiseAdd1,
-        SOURCES["Add+activation"],
+        SOURCES[f"{kind}+activation"],
         _add(activation),
     )
 
@@ -501,6 +513,10 @@ def _step(graph: _Graph, node: onnx.NodeProto) -> Step:
             )
         if node.op_type == "Add":
             return _qdq_add(graph, node) or _add_step(graph, node)
+        if node.op_type == "Sum":
+            if len(node.input) == 2:
+                return _add_step(graph, node)
+            return _other(node, f"Sum of {len(node.input)} inputs is not mapped (two inputs only)")
         if node.op_type in COLLAPSIBLE:
             return _collapse(graph, node) or _other(node, "no DirectML operator of dmlq")
     if _is(node, "QLinearAdd", (MICROSOFT,)):
