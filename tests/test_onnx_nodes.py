@@ -14,6 +14,7 @@ from onnx import helper
 
 import dmlq.onnx as dx
 from dmlq.onnx.mapping import Spec
+from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
 from dmlq.onnx.running import execute, stages
 from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
 
@@ -122,6 +123,35 @@ def test_qlinear_matmul(opset, b_type, per_column, rng) -> None:
     node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
     proto = model([node], {"a": a, "b": b}, constants, ["y"], opset)
     verify(proto, {"a": a, "b": b}, "QUANTIZED_LINEAR_MATRIX_MULTIPLY")
+
+
+def test_pair_saturation_is_what_int16_pair_sums_take_off(rng) -> None:
+    a, b = byte_data(rng, U8, (2, 5, 7)), byte_data(rng, I8, (7, 3))
+    products = a.astype(np.int64)[..., :, :, None] * b.astype(np.int64)[None, None, :, :]
+    padded = np.concatenate([products, np.zeros_like(products[..., :1, :])], axis=-2)
+    pairs = padded[..., 0::2, :] + padded[..., 1::2, :]
+    expected = (np.clip(pairs, -32768, 32767) - pairs).sum(axis=-2)
+    np.testing.assert_array_equal(pair_saturation(a, b), expected)
+
+
+def test_compare_names_onnxruntime_int16_saturation_where_it_reaches_the_differences(rng) -> None:
+    """On a CPU without VNNI onnxruntime's u8 x s8 kernel saturates pair sums; elsewhere it does not."""
+    a = rng.integers(200, 255, (6, 16), endpoint=True).astype(U8)
+    b = (rng.integers(100, 127, (16, 4), endpoint=True) * rng.choice([-1, 1], (16, 4))).astype(I8)
+    constants = {"sa": F32(0.05), "za": U8(128), "sb": F32(0.02), "zb": I8(0), "sy": F32(2.5), "zy": U8(128)}
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    report = verify(
+        model([node], {"a": a}, {**constants, "b": b}, ["y"], 21),
+        {"a": a},
+        "QUANTIZED_LINEAR_MATRIX_MULTIPLY",
+    )
+    (step,) = report.nodes
+    if u8s8_saturates():
+        assert step.differing > 0
+        assert "saturates int16 pair sums" in step.cause
+        assert f"reaches {step.differing} of {step.differing} differing" in step.cause
+    else:
+        assert "saturates" not in step.cause
 
 
 @pytest.mark.parametrize("dtype", [U8, I8])

@@ -9,9 +9,12 @@ outputs, float ulps (of the larger magnitude) for float ones. Each gets its know
 * QuantizeLinear: ``x / scale`` within a float32 rounding of a .5 tie is broken differently;
 * QLinearAdd (and the QDQ Add group): onnxruntime requantizes with the ratios of the scales,
   DirectML with the float32 formula, which resolve near-ties differently;
-* QLinearMatMul with uint8 A and int8 B on a CPU without AVX-VNNI / AVX512-VNNI: onnxruntime's
-  AVX2 kernel (``vpmaddubsw``) saturates the int16 sum of each adjacent pair of products, where
-  DirectML (and dmlq) accumulate exactly; otherwise requantization near-ties;
+* QLinearMatMul with uint8 A and int8 B where this machine's onnxruntime saturates (the probe
+  :func:`.ort_int8.u8s8_saturates`: CPUs without AVX-VNNI / AVX512-VNNI): its AVX2 kernel
+  (``vpmaddubsw``) saturates the int16 sum of each adjacent pair of products, where DirectML (and
+  dmlq) accumulate exactly. The node is recomputed with that model (:mod:`.ort_int8`) and the cause
+  names how many of the differing elements the saturation reaches; the rest (or all, elsewhere)
+  are requantization near-ties;
 * a graph output whose steps all agree and which onnxruntime CPU reproduces exactly with its graph
   optimizations off: a fusion only one provider applies (onnxruntime CPU runs DQ -> MatMul -> Q as
   an integer QLinearMatMul; the DirectML provider keeps the float MatMul).
@@ -24,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import _core
 from ..ops import (
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
@@ -32,6 +34,7 @@ from ..ops import (
 )
 from .loading import Model, load
 from .mapping import Step
+from .ort_int8 import pair_saturation, u8s8_saturates
 from .running import OTHER, checked_inputs, execute, ort_session, stages
 
 __all__ = ["Difference", "Report", "compare", "random_inputs"]
@@ -203,9 +206,9 @@ def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) ->
     if session is None:
         session = model.cache[key] = ort_session(model, list(step.covers), feeds, [output])
     theirs = session.run([output], feeds)[0]
-    return _difference(
-        step.name, output, step.operator.TYPE_NAME, values[output], theirs, _step_cause(step, values)
-    )
+    ours = values[output]
+    cause = _step_cause(step, values, ours != theirs if ours.shape == theirs.shape else None)
+    return _difference(step.name, output, step.operator.TYPE_NAME, ours, theirs, cause)
 
 
 def _not_compared(step: Step, values: Mapping[str, np.ndarray]) -> Difference:
@@ -275,20 +278,34 @@ def _ulps(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return np.where(both_nan, 0.0, np.nan_to_num(gap, nan=np.inf))
 
 
-def _step_cause(step: Step, values: Mapping[str, np.ndarray]) -> str:
+def _step_cause(step: Step, values: Mapping[str, np.ndarray], differing: np.ndarray | None) -> str:
     if step.operator is ElementWiseQuantizeLinear:
         return "x / scale is a rounding tie (within a float32 rounding of .5) onnxruntime breaks differently"
     if step.operator is ElementWiseQuantizedLinearAdd:
         return "onnxruntime's QLinearAdd requantizes with ratios of scales, DirectML with the float32 formula"
     if step.operator is QuantizedLinearMatrixMultiply:
-        a, b = (values[step.inputs[0]].dtype, values[step.inputs[3]].dtype)
-        if (a, b) == (np.uint8, np.int8) and "vnni" not in _core.get_level():
-            return (
-                "onnxruntime's AVX2 u8xs8 kernel (vpmaddubsw) saturates int16 pair sums on CPUs without "
-                "AVX-VNNI; DirectML accumulates exactly"
-            )
-        return "requantization near-tie: onnxruntime multiplies by a float32 multiplier, DirectML rounds once"
+        return _matmul_cause(values[step.inputs[0]], values[step.inputs[3]], differing)
     return UNEXPLAINED
+
+
+def _matmul_cause(a: np.ndarray, b: np.ndarray, differing: np.ndarray | None) -> str:
+    """The saturation of onnxruntime's u8 x s8 kernel where recomputing the node with it reaches the
+    differing elements; requantization near-ties for the rest."""
+    near_tie = "requantization near-tie: onnxruntime multiplies by a float32 multiplier, DirectML rounds once"
+    if differing is None or not differing.any() or (a.dtype, b.dtype) != (np.uint8, np.int8):
+        return near_tie
+    if not u8s8_saturates():
+        return near_tie
+    saturation = pair_saturation(np.atleast_2d(a), b.reshape(-1, 1) if b.ndim == 1 else b)
+    reached = int(np.count_nonzero(saturation.reshape(differing.shape)[differing]))
+    if not reached:
+        return near_tie
+    total = int(np.count_nonzero(differing))
+    cause = (
+        "onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; DirectML "
+        f"accumulates exactly (recomputed: the saturation reaches {reached} of {total} differing elements)"
+    )
+    return cause if reached == total else f"{cause}; the others: {near_tie}"
 
 
 def _output_cause(model: Model, output: str, nodes: list[Difference], matches_unfused: bool) -> str:
@@ -301,7 +318,7 @@ def _output_cause(model: Model, output: str, nodes: list[Difference], matches_un
             "a fusion only one provider applies: onnxruntime CPU with its graph optimizations off matches "
             "exactly (its CPU fusions run QDQ groups such as DQ -> MatMul -> Q as integer kernels)"
         )
-        if "vnni" not in _core.get_level():
+        if u8s8_saturates():
             cause += "; without VNNI, onnxruntime's u8xs8 kernel also saturates int16 pair sums"
         return cause
     return UNEXPLAINED
