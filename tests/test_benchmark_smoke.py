@@ -69,10 +69,16 @@ def test_every_target_has_a_verdict_from_its_value(run):
 
 
 def test_onnxruntime_computes_what_dmlq_computes_except_near_ties(run):
+    from ort_int8 import u8s8_saturates  # imports onnxruntime: after the module's importorskip
+
     _, result, _ = run
     checks = {key: case["verification"] for key, case in result["cases"].items()}
     assert checks["quantize"]["onnxruntime"]["mismatches"] == 0
-    assert checks["gemm_u8s8"]["onnxruntime (B prepacked)"]["mismatches"] == 0
+    u8s8 = {"gemm_u8s8", "gemm_batched", "gemm_per_row"}
+    if u8s8_saturates():  # onnxruntime's int16 pair saturation on this CPU (ort_int8.py): not near ties
+        checks = {key: check for key, check in checks.items() if key not in u8s8}
+    else:
+        assert checks["gemm_u8s8"]["onnxruntime (B prepacked)"]["mismatches"] == 0
     assert all(c["max_abs_diff"] <= 1 for case in checks.values() for c in case.values())
 
 

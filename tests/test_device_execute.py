@@ -134,12 +134,16 @@ def test_buffer_counts_and_absent_tensors() -> None:
     assert y.tolist() == [2, 4, 6, 8]
 
 
-def test_owned_by_dml_inputs_are_bound_like_any_other() -> None:
+def test_owned_by_dml_inputs_are_bound_by_initialize() -> None:
     owned = TensorDesc(F32, [3], flags=TensorFlags.OWNED_BY_DML)
     plain = TensorDesc(F32, [3])
     op = DEVICE.compile_operator(ops.ElementWiseAdd(a=plain, b=owned, output=plain))
     out = np.zeros(3, np.float32)
-    op.execute([np.float32([1, 2, 3]), np.float32([4, 5, 6])], [out])
+    unbound = r"ElementWiseAdd.execute: call initialize first, .* OWNED_BY_DML input\(s\) b "
+    with pytest.raises(DmlError, match=unbound):
+        op.execute([np.float32([1, 2, 3]), np.float32([4, 5, 6])], [out])
+    op.initialize([None, np.float32([4, 5, 6])])
+    op.execute([np.float32([1, 2, 3]), None], [out])
     assert out.tolist() == [5.0, 7.0, 9.0]
 
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import dmlq
 from dmlq import DataType, Device, TensorDesc, _core, activations, kernels, ops, reference
+from dmlq.threads import available_cores
 
 LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 U8, I8, F16, F32 = np.uint8, np.int8, np.float16, np.float32
@@ -621,10 +625,33 @@ def test_levels_are_reported_and_bounded():
 
 def test_thread_count_rules(threads):
     dmlq.set_num_threads(3)
-    assert dmlq.get_num_threads() == 3
+    assert dmlq.get_num_threads() == min(3, available_cores())
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(dmlq.DmlError, match="threads"):
             dmlq.set_num_threads(bad)
+
+
+THREADS_ON_ONE_CPU = """
+import os, numpy as np, dmlq
+print(dmlq.get_num_threads())
+before = len(os.listdir("/proc/self/task"))
+dmlq.set_num_threads(8)
+a = np.ones((256, 256), np.uint8)
+dmlq.quantized_linear_matrix_multiply(a, 1.0, None, a, 1.0, None, 1.0, None)
+print(dmlq.get_num_threads(), len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("taskset") is None or not os.path.isdir("/proc/self/task"), reason="Linux only"
+)
+def test_the_thread_pool_never_outnumbers_the_cpus_it_may_run_on():
+    """DMLQ_NUM_THREADS and set_num_threads are capped to the process's CPU affinity: no workers
+    start on one CPU, where they could only take turns with the caller."""
+    environment = {**os.environ, "DMLQ_NUM_THREADS": "4"}
+    command = ["taskset", "-c", "0", sys.executable, "-c", THREADS_ON_ONE_CPU]
+    result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.split() == ["1", "1", "0"]
 
 
 def test_matmul_beyond_the_kernels_k_limit_stays_exact():

@@ -15,6 +15,8 @@ Measured with onnxruntime 1.31.1 (seeded data below):
 * Add -> Elu / Sigmoid / Tanh / ...: ORT's float32 approximations are within 8 float32 ulps of 1
   (relative to max(|y|, 1)) of dmlq's correctly rounded float64 evaluation.
 * ORT refuses per-row a_scale / y_scale in QLinearMatMul, which DirectML (and dmlq) accept.
+* On a CPU without VNNI, ORT's u8 x s8 QLinearMatMul saturates each pair of products to int16
+  (``ort_int8.py``): there the test checks dmlq against the exact formula and ORT against that model.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import dmlq
+from ort_int8 import pair_saturating_products, u8s8_saturates
 
 ORT_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
 
@@ -162,6 +165,13 @@ def matmul_feeds(rng, a_type, b_type, k: int, per_column: bool) -> dict[str, np.
     return {"a": a, "as": a_scale, "az": a_zp, "b": b, "bs": b_scale, "bz": b_zp, "ys": y_scale, "yz": y_zp}
 
 
+def quantized_matmul_reference(f: dict[str, np.ndarray], products: np.ndarray, dtype) -> np.ndarray:
+    """Requantize exact (or onnxruntime's saturated) integer products in float64, halves to even."""
+    info = np.iinfo(dtype)
+    real = products * (f["as"] * f["bs"]) / f["ys"]
+    return np.clip(np.rint(real) + f["yz"], info.min, info.max).astype(dtype)
+
+
 @pytest.mark.parametrize("a_type, b_type", [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)])
 @pytest.mark.parametrize("per_column", [False, True], ids=["per_tensor", "per_column"])
 @pytest.mark.parametrize("k", [16, 256])
@@ -170,10 +180,18 @@ def test_qlinear_matmul(a_type, b_type, per_column: bool, k: int, rng: np.random
     want = run_ort("QLinearMatMul", feeds)
     got = dmlq.quantized_linear_matrix_multiply(*feeds.values())
     assert got.dtype == want.dtype and got.shape == want.shape
+    f = {name: value.astype(np.float64) for name, value in feeds.items()}
+    products = (f["a"] - f["az"]) @ (f["b"] - f["bz"])
+    if (a_type, b_type) == (np.uint8, np.int8) and u8s8_saturates():
+        saturated = pair_saturating_products(feeds["a"], feeds["b"]) - (f["a"] @ f["b"]).astype(np.int64)
+        assert np.any(saturated), "the data must reach the saturation this branch is about"
+        products = products + saturated  # what onnxruntime accumulates on this CPU
+        dmlq_exact = quantized_matmul_reference(f, (f["a"] - f["az"]) @ (f["b"] - f["bz"]), a_type)
+        assert np.array_equal(got, dmlq_exact)
+        got = quantized_matmul_reference(f, products, a_type)
     differs = got != want
     assert np.all(np.abs(got.astype(int) - want) <= 1)
-    f = {name: value.astype(np.float64) for name, value in feeds.items()}
-    real = (f["a"] - f["az"]) @ (f["b"] - f["bz"]) * (f["as"] * f["bs"]) / f["ys"]
+    real = products * (f["as"] * f["bs"]) / f["ys"]
     assert np.all(near_tie(real[differs])), "a mismatch away from a .5 tie"
     assert np.count_nonzero(differs) <= 0.005 * got.size
     low, high = np.iinfo(a_type).min, np.iinfo(a_type).max

@@ -18,11 +18,13 @@ from .errors import DmlError
 from .numpy_api import (
     add,
     dequantize_linear,
+    pack_matrix_multiply_b,
     quantize_linear,
     quantized_linear_add,
     quantized_linear_matrix_multiply,
 )
 from .ops import OperatorDesc
+from .packed import PackedMatrix
 from .tensor import TensorDesc, calc_buffer_tensor_size
 from .threads import get_num_threads, set_num_threads
 from .types import DataType, FeatureLevel, TensorFlags
@@ -36,6 +38,7 @@ __all__ = [
     "DmlError",
     "FeatureLevel",
     "OperatorDesc",
+    "PackedMatrix",
     "TensorDesc",
     "TensorFlags",
     "activations",
@@ -44,6 +47,7 @@ __all__ = [
     "dequantize_linear",
     "get_num_threads",
     "ops",
+    "pack_matrix_multiply_b",
     "quantize_linear",
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",

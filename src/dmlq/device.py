@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -9,8 +10,9 @@ import numpy as np
 from .buffers import Binding
 from .errors import DmlError
 from .kernels import KERNELS
-from .ops import OperatorDesc
-from .types import FeatureLevel
+from .ops import OperatorDesc, QuantizedLinearMatrixMultiply
+from .packed import PackedB
+from .types import FeatureLevel, TensorFlags
 
 __all__ = ["Device", "CompiledOperator"]
 
@@ -66,7 +68,10 @@ class Device:
 
 
 class CompiledOperator:
-    """A validated operator, ready to execute on buffers."""
+    """A validated operator, ready to execute on buffers.
+
+    Inputs flagged OWNED_BY_DML are bound once, by :meth:`initialize`, before any execution.
+    """
 
     def __init__(self, desc: OperatorDesc, device: Device) -> None:
         self._desc = desc
@@ -77,6 +82,12 @@ class CompiledOperator:
         self._inputs = [_binding(desc, tensor_field.name, f"{where} inputs[{index}]", writable=False)
                         for index, tensor_field in enumerate(desc.input_fields())]  # fmt: skip
         self._output = _binding(desc, desc.output_fields()[0].name, f"{where} outputs[0]", writable=True)
+        self._owned_fields = tuple(
+            name
+            for name, _, binding in self._inputs
+            if binding and getattr(desc, name).flags & TensorFlags.OWNED_BY_DML
+        )
+        self._owned: dict[str, object] | None = None  # their private copies, once initialized
 
     @property
     def desc(self) -> OperatorDesc:
@@ -86,6 +97,51 @@ class CompiledOperator:
     def device(self) -> Device:
         return self._device
 
+    def initialize(self, inputs: Sequence[object | None]) -> None:
+        """Bind the OWNED_BY_DML inputs: DirectML's operator initializer.
+
+        One buffer per input field in the struct's order: the OWNED_BY_DML ones given, the others
+        None. The operator keeps private copies (the matrix multiply packs B then), so later
+        writes to these buffers change nothing; :meth:`execute` then takes None in their places.
+        As in DirectML, initializing again replaces what the last initialize bound.
+
+        >>> import numpy as np
+        >>> from dmlq import DataType, Device, TensorDesc, TensorFlags, ops
+        >>> one = TensorDesc(DataType.FLOAT32, [1, 1])
+        >>> weights = TensorDesc(DataType.INT8, [2, 1], flags=TensorFlags.OWNED_BY_DML)
+        >>> op = Device().compile_operator(ops.QuantizedLinearMatrixMultiply(
+        ...     a=TensorDesc(DataType.UINT8, [1, 2]), a_scale=one, b=weights, b_scale=one,
+        ...     output_scale=one, output=TensorDesc(DataType.UINT8, [1, 1])))
+        >>> b = np.int8([[3], [4]])
+        >>> op.initialize([None, None, None, b, None, None, None, None])
+        >>> b[...] = 0  # the operator holds its own (packed) copy
+        >>> out = np.zeros((1, 1), np.uint8)
+        >>> ones = np.float32([1])
+        >>> op.execute([np.uint8([[1, 2]]), ones, None, None, ones, None, ones, None], [out])
+        >>> out
+        array([[11]], dtype=uint8)
+        """
+        name = type(self._desc).__name__
+        try:
+            _check_count(f"{name}.initialize", "inputs", inputs, len(self._inputs))
+            views = {}
+            for field, buffer in zip(self._inputs, inputs):
+                if field[0] in self._owned_fields:
+                    views[field[0]] = _owned_view(field, buffer)
+                elif buffer is not None:
+                    raise DmlError(f"{name}.initialize: {field[0]} is not OWNED_BY_DML; pass None "
+                                   "and bind it in execute")  # fmt: skip
+        except DmlError as error:
+            raise _refusal(str(error), self._device.feature_level) from None
+        self._owned = {name: self._private_copy(name, view) for name, view in views.items()}
+
+    def _private_copy(self, name: str, view: np.ndarray) -> object:
+        """The operator's own copy of an OWNED_BY_DML input: the matrix multiply's B packed, others
+        as their distinct elements broadcast (zero strides stay zero, without copies)."""
+        if name == "b" and isinstance(self._desc, QuantizedLinearMatrixMultiply):
+            return PackedB(_without_repeats(view, view.ndim - 2))  # each distinct batch, once
+        return np.broadcast_to(np.array(_without_repeats(view, view.ndim)), view.shape)
+
     def execute(self, inputs: Sequence[object | None], outputs: Sequence[object]) -> None:
         """Run on buffers: one per tensor field in the struct's order, None for absent tensors.
 
@@ -93,6 +149,7 @@ class CompiledOperator:
         strides. An output may share memory with an input only where the operator runs in place
         and both buffers start at the same address (one resource bound at one offset, whatever
         the two tensors' strides); it is then computed as if every input was read first.
+        OWNED_BY_DML inputs take None: :meth:`initialize` bound them.
         """
         try:
             views, out = self._bind_all(inputs, outputs)
@@ -109,11 +166,19 @@ class CompiledOperator:
                   outputs: Sequence[object]) -> tuple[dict[str, np.ndarray | None], np.ndarray]:  # fmt: skip
         """The input views by field name and the output view, every buffer checked."""
         name = type(self._desc).__name__
-        _check_count(name, "inputs", inputs, len(self._inputs))
-        _check_count(name, "outputs", outputs, 1)
+        _check_count(f"{name}.execute", "inputs", inputs, len(self._inputs))
+        _check_count(f"{name}.execute", "outputs", outputs, 1)
+        if self._owned_fields and self._owned is None:
+            raise DmlError(f"{name}.execute: call initialize first, to bind the OWNED_BY_DML input(s) "
+                           f"{', '.join(self._owned_fields)}")  # fmt: skip
         views, ranges = {}, {}
         for field, buffer in zip(self._inputs, inputs):
-            views[field[0]] = _bound(field, buffer, ranges)
+            if field[0] in self._owned_fields:
+                if buffer is not None:
+                    raise DmlError(f"{field[1]}: OWNED_BY_DML, bound by initialize; pass None")
+                views[field[0]] = self._owned[field[0]]
+            else:
+                views[field[0]] = _bound(field, buffer, ranges)
         out = _bound(self._output, outputs[0], ranges)
         self._check_aliasing(name, ranges, self._output[0])
         return views, out
@@ -156,11 +221,26 @@ def _bound(field: _Field, buffer: object, ranges: dict[str, tuple[int, int]]) ->
     return view
 
 
+def _owned_view(field: _Field, buffer: object) -> np.ndarray:
+    """The view of an OWNED_BY_DML input's buffer, checked as execute checks buffers."""
+    field_name, where, binding = field
+    binding = dataclasses.replace(binding, where=where.replace(".execute", ".initialize"))
+    if buffer is None:
+        raise DmlError(f"{binding.where}: a buffer is required for the OWNED_BY_DML {field_name} tensor")
+    return binding.bind(buffer)[0]
+
+
+def _without_repeats(view: np.ndarray, dimensions: int) -> np.ndarray:
+    """``view`` cut to one element along each of its first ``dimensions`` dimensions that are
+    broadcast (stride 0)."""
+    return view[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in view.strides[:dimensions])]
+
+
 def _refusal(message: str, level: FeatureLevel) -> DmlError:
     """A DmlError ending with the device's level, like every refusal of ``OperatorDesc.validate``."""
     return DmlError(f"{message} (device is {level.label})")
 
 
-def _check_count(name: str, what: str, buffers: Sequence[object], expected: int) -> None:
+def _check_count(where: str, what: str, buffers: Sequence[object], expected: int) -> None:
     if isinstance(buffers, (str, bytes)) or len(buffers) != expected:
-        raise DmlError(f"{name}.execute: {what} needs {expected} buffer(s), got {len(buffers)}")
+        raise DmlError(f"{where}: {what} needs {expected} buffer(s), got {len(buffers)}")

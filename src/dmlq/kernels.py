@@ -24,13 +24,15 @@ from .ops import (
     OperatorDesc,
     QuantizedLinearMatrixMultiply,
 )
+from .packed import PackedB
 
 Views = Mapping[str, "np.ndarray | None"]
 
 
-def _readable(view: np.ndarray | None) -> np.ndarray | None:
-    """``view`` itself, or a packed native copy when the kernels cannot read it in place."""
-    if view is None or (view.flags.aligned and view.dtype.isnative):
+def _readable(view: object) -> object:
+    """``view`` itself, or a packed native copy when the kernels cannot read it in place (a packed
+    B, not an array, is always readable)."""
+    if not isinstance(view, np.ndarray) or (view.flags.aligned and view.dtype.isnative):
         return view
     return np.array(view, view.dtype.newbyteorder("="), order="C")  # a fresh, aligned copy
 
@@ -97,9 +99,19 @@ _MATRIX_FIELDS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point"
                   "output_scale", "output_zero_point")  # fmt: skip
 
 
+def _matrix_b(b: np.ndarray | PackedB) -> object:
+    """The matrix multiply's B as the kernels take it: an array, or a packed B's packing for the
+    current CPU level (its private copy where the kernels do not take it)."""
+    if not isinstance(b, PackedB):
+        return b
+    return b.for_kernels() if b.packable else b.array
+
+
 def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    """``views["b"]`` is an array or a :class:`PackedB` (OWNED_BY_DML, or a NumPy-layer packing)."""
     operands = tuple(
-        views[name] if name in ("a", "b") else matrix_operand(views[name]) for name in _MATRIX_FIELDS
+        views["a"] if name == "a" else _matrix_b(views["b"]) if name == "b" else matrix_operand(views[name])
+        for name in _MATRIX_FIELDS
     )
     if views["a"].shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
         out[...] = reference.quantized_linear_matrix_multiply(

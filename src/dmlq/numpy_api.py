@@ -27,6 +27,7 @@ from .ops import (
     OperatorDesc,
     QuantizedLinearMatrixMultiply,
 )
+from .packed import PackedMatrix
 from .reference.saturate import saturate
 from .tensor import MAX_DIMENSION_COUNT, TensorDesc
 from .types import DataType
@@ -37,6 +38,7 @@ __all__ = [
     "add",
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",
+    "pack_matrix_multiply_b",
 ]
 
 _DEVICE = Device()
@@ -260,11 +262,20 @@ _NO_LAYOUT = (None, None, None)
 
 def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
          as_given: tuple[str, ...] = (), **fields: object) -> None:  # fmt: skip
-    """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``.
+    """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``."""
+    operator, operands = _compiled(desc_type, operands, out, as_given, **fields)
+    operator.run_arrays(operands, out)
+
+
+def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
+              as_given: tuple[str, ...] = (),
+              **fields: object) -> tuple[CompiledOperator, dict[str, np.ndarray | None]]:  # fmt: skip
+    """The operator compiled for ``operands`` and ``out``, and the operands its kernel reads.
 
     The description, with each operand broadcast to the output's sizes through zero strides (the
     ones named in ``as_given`` described with their own sizes), is compiled once per layout; the
-    kernels then read the operands as they are.
+    kernels then read the operands as they are (packed copies of those DirectML strides cannot
+    describe).
     """
     parts = [desc_type, *_layout(out)]
     for name, operand in operands.items():  # flat: nested tuples cost more to build and hash
@@ -287,7 +298,7 @@ def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], 
         if len(_COMPILED) >= _COMPILED_LIMIT:
             _COMPILED.clear()
         _COMPILED[key] = operator
-    operator.run_arrays(operands, out)
+    return operator, operands
 
 
 # -- the five functions ------------------------------------------------------------------------
@@ -447,15 +458,20 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     with the leading dimensions of the scales and zero points (a ``(1, 1, 1)`` scale makes the
     result 3-D, as a NumPy operand would).
 
+    ``b`` may be a :class:`PackedMatrix` from :func:`pack_matrix_multiply_b` (its own scale and
+    zero point then serve, and ``b_scale`` and ``b_zero_point`` are None).
+
     >>> quantized_linear_matrix_multiply(np.uint8([[1, 2]]), 1.0, None,
     ...                                  np.int8([[3], [4]]), 1.0, None, 2.0, None)
     array([[6]], dtype=uint8)
     """
+    packed = b if isinstance(b, PackedMatrix) else None
+    if packed is not None:
+        b, b_scale, b_zero_point = _packed_operands(packed, b_scale, b_zero_point)
     a = _byte_operand(a, "a", a_zero_point)
     b = _byte_operand(b, "b", b_zero_point)
-    for name, operand in (("a", a), ("b", b)):
-        if not 2 <= operand.ndim <= 4:
-            raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
+    _check_matrix_dimensions(a, "a")
+    _check_matrix_dimensions(b, "b")
     if a.shape[-1] != b.shape[-2]:
         raise DmlError(f"a, b: a is [..., M, K] with K = {a.shape[-1]} but b has "
                        f"{b.shape[-2]} rows")  # fmt: skip
@@ -481,8 +497,51 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
         return _empty_product(operands["output_zero_point"], out_shape, out_dtype)
     out = _core.empty(out_shape, out_dtype)
     views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
-    _run(QuantizedLinearMatrixMultiply, views, out, as_given=tuple(views))
+    operator, views = _compiled(QuantizedLinearMatrixMultiply, views, out, as_given=tuple(views))
+    operator.run_arrays(views if packed is None else {**views, "b": packed.packed_b}, out)
     return out
+
+
+def pack_matrix_multiply_b(b, b_scale, b_zero_point=None) -> PackedMatrix:
+    """``b`` (``[..., K, N]``) with its scale and zero point, copied and packed once for
+    :func:`quantized_linear_matrix_multiply`: pass the result as its ``b``, with ``b_scale`` and
+    ``b_zero_point`` None. The arguments are checked now, by that function's rules (per-tensor or
+    per-column scale and zero point).
+
+    >>> packed = pack_matrix_multiply_b(np.int8([[3], [4]]), 1.0)
+    >>> quantized_linear_matrix_multiply(np.uint8([[1, 2]]), 1.0, None, packed, None, None, 2.0, None)
+    array([[6]], dtype=uint8)
+    >>> pack_matrix_multiply_b(np.int8([[1, 2]]), [[1.0], [2.0]])
+    Traceback (most recent call last):
+    ...
+    dmlq.errors.DmlError: b_scale: shape (2, 1) is not supported; it would vary along K
+    """
+    b = _byte_operand(b, "b", b_zero_point)
+    _check_matrix_dimensions(b, "b")
+    scale = _scale(b_scale, "b_scale", F32)
+    zero_point = _zero_point(b_zero_point, "b_zero_point", b.dtype)
+    for name, value in (("b_scale", scale), ("b_zero_point", zero_point)):
+        if value is not None:
+            _matrix_quantization(value, name, "column", 1, b.shape[-1], max(value.ndim, 2))
+    return PackedMatrix(b, scale, zero_point)
+
+
+def _packed_operands(packed: PackedMatrix, b_scale: object,
+                     b_zero_point: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:  # fmt: skip
+    """A packed B's own B, scale and zero point; DmlError if the call passes a scale or zero point too."""
+    given = [
+        name
+        for name, value in {"b_scale": b_scale, "b_zero_point": b_zero_point}.items()
+        if value is not None
+    ]
+    if given:
+        raise DmlError(f"{', '.join(given)}: must be None when b is a PackedMatrix (it carries its own)")
+    return packed.packed_b.array, packed.b_scale, packed.b_zero_point
+
+
+def _check_matrix_dimensions(operand: np.ndarray, name: str) -> None:
+    if not 2 <= operand.ndim <= 4:
+        raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
 
 
 def _matrix_batch(operands: dict[str, np.ndarray | None]) -> tuple[int, ...]:

@@ -36,6 +36,10 @@ def available_cores() -> int:
 def set_num_threads(threads: int) -> None:
     """Use ``threads`` threads (at least 1) in the compiled kernels from now on.
 
+    A request for more threads than the CPUs this process may run on (:func:`available_cores`)
+    is capped to that number, with no error: more threads than CPUs would only take turns. The
+    ``DMLQ_NUM_THREADS`` variable is capped the same way.
+
     >>> set_num_threads(0)
     Traceback (most recent call last):
     ...
@@ -47,7 +51,7 @@ def set_num_threads(threads: int) -> None:
         count = None
     if count is None or count < 1:
         raise DmlError(f"threads: {threads!r} is not a positive integer")
-    _core.set_num_threads(count)
+    _core.set_num_threads(min(count, available_cores()))
 
 
 def get_num_threads() -> int:

@@ -143,10 +143,33 @@ typedef struct {
     const int32_t *a_zero_point, *b_zero_point;             /* [m], [n] */
     const float *out_zero_point;                            /* [m] */
     int reciprocal;
+    /* B packed beforehand (dmlq_gemm_pack_b), or NULL: B is packed here. When set, `b` is unused
+     * and b_offsets holds each batch's index among the packed batches. */
+    const struct dmlq_packed_b *packed_b;
 } dmlq_gemm_problem;
 
 /* 0 on success, -1 when memory runs out. */
 int dmlq_gemm(const dmlq_gemm_problem *problem, int threads);
+
+/* B packed once, for the kernel set of the level in use when it was packed: each batch's panels
+ * and column sums, as dmlq_gemm would pack them itself. */
+typedef struct dmlq_packed_b {
+    const void *kernels; /* the kernel set */
+    ptrdiff_t batches, k, n;
+    ptrdiff_t n_panels, panel_bytes, sums_per_batch;
+    int b_signed;
+    int8_t *panels;       /* batch after batch, n_panels panels each */
+    int32_t *column_sums; /* batch after batch, sums_per_batch each */
+} dmlq_packed_b;
+
+/* Packs `batches` matrices of k x n bytes (batch i at b + offsets[i], byte strides b_row, b_col)
+ * for the current level's kernel set: 0, or -1 when memory runs out. */
+int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offsets, ptrdiff_t batches, ptrdiff_t k,
+                     ptrdiff_t n, ptrdiff_t b_row, ptrdiff_t b_col, int b_signed, int threads);
+void dmlq_gemm_free_packed_b(dmlq_packed_b *packed);
+/* The name of the current level's kernel set, and whether `packed` was packed for it. */
+const char *dmlq_gemm_kernel_set(void);
+int dmlq_gemm_packed_for_current_level(const dmlq_packed_b *packed);
 
 /* np.maximum / np.minimum with a constant first operand: NaN propagates, equal values give the
  * second operand (what NumPy returns for 0.0 against -0.0). */

@@ -1,6 +1,7 @@
 /* The quantized matrix multiply's driver: packing, blocking, threads, and the portable kernels.
  *
- * Per batch, B is packed into panels (and A copied where it cannot be read in place, gemm.h), with
+ * Per batch, B is packed into panels (unless it was packed beforehand, dmlq_gemm_pack_b: then each
+ * batch reads its panels there), and A copied where it cannot be read in place (gemm.h), with
  * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
  * its requantization, straight into the output. Threads either claim whole batches (many batches)
@@ -85,7 +86,7 @@ static void pack_b_panel(uint8_t *dst, int nr, const char *b, ptrdiff_t columns,
     }
 #endif
     const uint32_t flip4 = flip * 0x01010101u;
-    for (ptrdiff_t n = 0; n < columns; n++) {
+    for (ptrdiff_t n = 0; n < columns && full_groups * 4 < k; n++) {
         const uint8_t *column = base + n * b_col;
         ptrdiff_t kk = full_groups * 4;
         if (b_row == 1) {
@@ -223,6 +224,17 @@ static void pack_b_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
     }
 }
 
+/* A batch's packed B panels and column sums: packed beforehand, or by this multiply (in pk). */
+static const int8_t *b_panels(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch) {
+    const dmlq_packed_b *packed = c->p->packed_b;
+    return packed ? packed->panels + c->p->b_offsets[batch] * packed->n_panels * packed->panel_bytes : pk->b;
+}
+
+static const int32_t *b_column_sums(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch) {
+    const dmlq_packed_b *packed = c->p->packed_b;
+    return packed ? packed->column_sums + c->p->b_offsets[batch] * packed->sums_per_batch : pk->column_sums;
+}
+
 static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m_panel,
                          ptrdiff_t n_panel) {
     const dmlq_gemm_problem *p = c->p;
@@ -230,10 +242,10 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     const ptrdiff_t m0 = m_panel * mr, n0 = n_panel * nr;
     const gemm_tile tile = {m0, n0, min_size(mr, p->m - m0), min_size(nr, p->n - n0), nr,
                             p->out + p->out_offsets[batch] + m0 * p->out_row + n0 * p->out_col,
-                            p->out_row, p->out_col, pk->row_sums, pk->column_sums};
+                            p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch)};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
-    const int8_t *b = pk->b + n_panel * c->b_panel_bytes;
+    const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->groups <= GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a, lda, b, c->groups, dots);
@@ -266,7 +278,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
     const dmlq_gemm_problem *p = c->p;
     for (ptrdiff_t batch = dmlq_claim(&c->counters[0]); batch < p->batches; batch = dmlq_claim(&c->counters[0])) {
         if (pk->a_offset != p->a_offsets[batch]) pack_a_panels(c, pk, batch, 0, c->m_panels);
-        if (pk->b_offset != p->b_offsets[batch]) pack_b_panels(c, pk, batch, 0, c->n_panels);
+        if (!p->packed_b && pk->b_offset != p->b_offsets[batch]) pack_b_panels(c, pk, batch, 0, c->n_panels);
         pk->a_offset = p->a_offsets[batch];
         pk->b_offset = p->b_offsets[batch];
         for (ptrdiff_t nb = 0; nb < c->n_panels; nb += block_panels(c))
@@ -342,7 +354,8 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
     const dmlq_gemm_problem *p = c->p;
     ptrdiff_t a_offset = -1, b_offset = -1;
     for (ptrdiff_t batch = 0; batch < p->batches; batch++) {
-        const int new_a = a_offset != p->a_offsets[batch], new_b = b_offset != p->b_offsets[batch];
+        const int new_a = a_offset != p->a_offsets[batch];
+        const int new_b = !p->packed_b && b_offset != p->b_offsets[batch];
         ptrdiff_t *counters = &c->counters[batch * 2 * c->counter_stride];
         const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? c->n_panels : 0, threads};
         if (new_a || new_b) {
@@ -373,6 +386,24 @@ static const gemm_kernels *kernels_for_level(void) {
     if (dmlq_level() >= DMLQ_LEVEL_AVX2) return &dmlq_gemm_avx2;
 #endif
     return &dmlq_gemm_portable;
+}
+
+const char *dmlq_gemm_kernel_set(void) {
+#if DMLQ_X86
+    const gemm_kernels *kernels = kernels_for_level();
+    if (kernels == &dmlq_gemm_amx) return "amx";
+    if (kernels == &dmlq_gemm_vnni) return "avx512_vnni";
+    if (kernels == &dmlq_gemm_avx2) return "avx2";
+#endif
+    return "portable";
+}
+
+int dmlq_gemm_packed_for_current_level(const dmlq_packed_b *packed) { return packed->kernels == kernels_for_level(); }
+
+/* K's groups of 4, padded to whole steps of the kernel set. */
+static ptrdiff_t padded_groups(const gemm_kernels *kernels, ptrdiff_t k) {
+    const int step = kernels->group_multiple;
+    return ((k + 3) / 4 + step - 1) / step * step;
 }
 
 static int estimable(double factor) { return fabs(factor) >= 0x1p-60 && fabs(factor) <= 0x1p60; }
@@ -439,9 +470,10 @@ static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, i
     for (int i = 0; i < buffers; i++) {
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
-        pk->b = carve(l, (size_t)(c->n_panels * c->b_panel_bytes));
+        const int own_b = !c->p->packed_b; /* else the panels packed beforehand are read */
+        pk->b = carve(l, own_b ? (size_t)(c->n_panels * c->b_panel_bytes) : 0);
         pk->row_sums = carve(l, sizeof(int32_t) * (size_t)rows);
-        pk->column_sums = carve(l, sizeof(int32_t) * (size_t)columns);
+        pk->column_sums = carve(l, own_b ? sizeof(int32_t) * (size_t)columns : 0);
         pk->a_offset = pk->b_offset = -1;
     }
 }
@@ -479,9 +511,9 @@ static void workspace_give(char *memory, int kept) {
 }
 
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
-    gemm_context c = {.p = p, .kernels = kernels_for_level()};
-    const int mr = c.kernels->mr, nr = c.kernels->nr, step = c.kernels->group_multiple;
-    c.groups = ((p->k + 3) / 4 + step - 1) / step * step;
+    gemm_context c = {.p = p, .kernels = p->packed_b ? p->packed_b->kernels : kernels_for_level()};
+    const int mr = c.kernels->mr, nr = c.kernels->nr;
+    c.groups = padded_groups(c.kernels, p->k);
     c.m_panels = (p->m + mr - 1) / mr;
     c.n_panels = (p->n + nr - 1) / nr;
     c.a_panel_bytes = c.groups * mr * 4;
@@ -511,4 +543,76 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     free(packed);
     if (l.base) workspace_give(l.base, kept);
     return status;
+}
+
+/* ---- B packed beforehand ---------------------------------------------------------------------- */
+
+/* Packing B beforehand goes through B row after row (in steps of PACK_GROUPS groups of 4 rows, each
+ * step's rows in L1 while every panel takes its share), then sums each packed panel: going panel
+ * by panel through a row-major B instead reads a few bytes of every row, one page each, per panel. */
+enum { PACK_GROUPS = 2 };
+
+typedef struct {
+    const gemm_kernels *kernels;
+    dmlq_packed_b *packed;
+    const char *b;
+    const ptrdiff_t *offsets;
+    ptrdiff_t groups, steps, b_row, b_col;
+    ptrdiff_t next_step, next_panel; /* the next unit to claim, counted over every batch */
+} pack_job;
+
+static void pack_steps(void *context, int thread, int threads) {
+    (void)thread, (void)threads;
+    pack_job *job = context;
+    const dmlq_packed_b *packed = job->packed;
+    const int nr = job->kernels->nr;
+    for (ptrdiff_t unit = dmlq_claim(&job->next_step); unit < packed->batches * job->steps;
+         unit = dmlq_claim(&job->next_step)) {
+        const ptrdiff_t batch = unit / job->steps, g0 = unit % job->steps * PACK_GROUPS;
+        const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, packed->k - 4 * g0);
+        const char *b = job->b + job->offsets[batch] + 4 * g0 * job->b_row;
+        int8_t *panels = packed->panels + batch * packed->n_panels * packed->panel_bytes + g0 * nr * 4;
+        for (ptrdiff_t n0 = 0, panel = 0; panel < packed->n_panels; panel++, n0 += nr)
+            pack_b_panel((uint8_t *)(panels + panel * packed->panel_bytes), nr, b + n0 * job->b_col,
+                         min_size(nr, packed->n - n0), rows > 0 ? rows : 0, groups, job->b_row, job->b_col,
+                         packed->b_signed ? 0 : 0x80);
+    }
+}
+
+static void sum_panels(void *context, int thread, int threads) {
+    (void)thread, (void)threads;
+    pack_job *job = context;
+    const dmlq_packed_b *packed = job->packed;
+    const int nr = job->kernels->nr;
+    for (ptrdiff_t unit = dmlq_claim(&job->next_panel); unit < packed->batches * packed->n_panels;
+         unit = dmlq_claim(&job->next_panel)) {
+        const ptrdiff_t batch = unit / packed->n_panels, panel = unit % packed->n_panels;
+        job->kernels->column_sums(packed->panels + unit * packed->panel_bytes, job->groups, nr,
+                                  packed->column_sums + batch * packed->sums_per_batch + panel * nr);
+    }
+}
+
+int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offsets, ptrdiff_t batches, ptrdiff_t k,
+                     ptrdiff_t n, ptrdiff_t b_row, ptrdiff_t b_col, int b_signed, int threads) {
+    const gemm_kernels *kernels = kernels_for_level();
+    const ptrdiff_t groups = padded_groups(kernels, k), n_panels = (n + kernels->nr - 1) / kernels->nr;
+    *packed = (dmlq_packed_b){kernels, batches, k, n, n_panels, groups * kernels->nr * 4, n_panels * kernels->nr, b_signed};
+    packed->panels = allocate((size_t)(batches * n_panels * packed->panel_bytes));
+    packed->column_sums = allocate(sizeof(int32_t) * (size_t)(batches * packed->sums_per_batch));
+    if (!packed->panels || !packed->column_sums) {
+        dmlq_gemm_free_packed_b(packed);
+        return -1;
+    }
+    pack_job job = {kernels, packed, b, offsets, groups, (groups + PACK_GROUPS - 1) / PACK_GROUPS, b_row, b_col, 0, 0};
+    if ((double)batches * k * n < SERIAL_OPERATIONS) threads = 1;
+    dmlq_parallel(pack_steps, &job, threads);
+    dmlq_parallel(sum_panels, &job, threads);
+    return 0;
+}
+
+void dmlq_gemm_free_packed_b(dmlq_packed_b *packed) {
+    release(packed->panels);
+    release(packed->column_sums);
+    packed->panels = NULL;
+    packed->column_sums = NULL;
 }

@@ -1,5 +1,6 @@
 /* The matrix multiply's AVX2 dot product: bytes widened to int16 and multiplied by vpmaddwd, which
- * is exact (vpmaddubsw would saturate). Requantization and sums use the portable code. */
+ * is exact (vpmaddubsw would saturate). Column sums use vpmaddubsw against ones, which cannot
+ * saturate; requantization and row sums use the portable code. */
 #include "gemm.h"
 
 #if DMLQ_X86
@@ -35,10 +36,23 @@ static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
                                tile + half * HALF_ROWS * GEMM_NR + column);
 }
 
+/* The sums of a packed panel's columns (a multiple of 8): per column, its 4 bytes of each group. */
+static void column_sums_avx2(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int j = 0; j < columns; j += 8) {
+        __m256i acc = _mm256_setzero_si256();
+        for (ptrdiff_t g = 0; g < groups; g++) {
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(b + g * columns * 4 + 4 * j));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16));
+        }
+        _mm256_storeu_si256((__m256i *)(sums + j), acc);
+    }
+}
+
 const gemm_kernels dmlq_gemm_avx2 = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
                                      .dot = dot_avx2, .requantize = dmlq_gemm_requantize_portable,
                                      .row_sums = dmlq_gemm_row_sums_portable,
-                                     .column_sums = dmlq_gemm_column_sums_portable};
+                                     .column_sums = column_sums_avx2};
 
 DMLQ_END_TARGET
 #endif

@@ -322,6 +322,106 @@ static int check_matrices(PyArrayObject *a, PyArrayObject *b, PyArrayObject *out
     return 0;
 }
 
+/* ---- B packed once --------------------------------------------------------------------------- */
+
+#define PACKED_B_CAPSULE "dmlq._core.packed_b"
+
+/* A packed B (a capsule's pointer) and its batch dimensions: those before its last two. */
+typedef struct {
+    dmlq_packed_b packed;
+    int batch_dims;
+    ptrdiff_t batch_shape[2];
+} packed_matrix;
+
+static void free_packed_matrix(PyObject *capsule) {
+    packed_matrix *matrix = PyCapsule_GetPointer(capsule, PACKED_B_CAPSULE);
+    dmlq_gemm_free_packed_b(&matrix->packed);
+    PyMem_RawFree(matrix);
+}
+
+static int is_byte_matrix(PyArrayObject *array) {
+    return PyArray_NDIM(array) >= 2 && PyArray_NDIM(array) <= 4 && (type_of(array) == DMLQ_U8 || type_of(array) == DMLQ_I8);
+}
+
+static PyObject *pack_b(PyObject *self, PyObject *arg) {
+    PyArrayObject *b = as_array(arg, "b", 0);
+    if (!b) return NULL;
+    const int ndim = PyArray_NDIM(b);
+    if (!is_byte_matrix(b) || PyArray_DIM(b, ndim - 2) >= MATMUL_MAX_K) {
+        PyErr_SetString(PyExc_ValueError, "pack_b: b must be a 2-D to 4-D uint8 or int8 array with K below MAX_K");
+        return NULL;
+    }
+    ptrdiff_t batches = 1;
+    for (int d = 0; d < ndim - 2; d++) batches *= PyArray_DIM(b, d);
+    packed_matrix *matrix = PyMem_RawCalloc(1, sizeof *matrix);
+    ptrdiff_t *offsets = PyMem_RawMalloc(sizeof(ptrdiff_t) * (size_t)(batches ? batches : 1));
+    if (!matrix || !offsets) {
+        PyMem_RawFree(matrix);
+        PyMem_RawFree(offsets);
+        return PyErr_NoMemory();
+    }
+    matrix->batch_dims = ndim - 2;
+    for (int d = 0; d < ndim - 2; d++) matrix->batch_shape[d] = PyArray_DIM(b, d);
+    batch_offsets(b, b, offsets);
+    const int threads = dmlq_num_threads();
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = dmlq_gemm_pack_b(&matrix->packed, PyArray_BYTES(b), offsets, batches, PyArray_DIM(b, ndim - 2),
+                              PyArray_DIM(b, ndim - 1), PyArray_STRIDE(b, ndim - 2), PyArray_STRIDE(b, ndim - 1),
+                              is_signed_byte(b), threads);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(offsets);
+    PyObject *capsule = status ? NULL : PyCapsule_New(matrix, PACKED_B_CAPSULE, free_packed_matrix);
+    if (!capsule) {
+        if (!status) dmlq_gemm_free_packed_b(&matrix->packed);
+        PyMem_RawFree(matrix);
+        return status ? PyErr_NoMemory() : NULL;
+    }
+    return capsule;
+}
+
+static PyObject *gemm_kernel_set(PyObject *self, PyObject *unused) { return PyUnicode_FromString(dmlq_gemm_kernel_set()); }
+
+/* matmul's checks of a packed b against a and out (whose own checks are check_matrices'). */
+static int check_packed(const packed_matrix *matrix, PyArrayObject *a, PyArrayObject *out) {
+    const int ndim = PyArray_NDIM(out), skipped = ndim - 2 - matrix->batch_dims;
+    if (!is_byte_matrix(a) || !is_byte_matrix(out) || PyArray_NDIM(a) != ndim || skipped < 0) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a and out need the same 2 to 4 dimensions, at least b's");
+        return -1;
+    }
+    int fits = PyArray_DIM(a, ndim - 1) == matrix->packed.k && PyArray_DIM(out, ndim - 1) == matrix->packed.n &&
+               PyArray_DIM(a, ndim - 2) == PyArray_DIM(out, ndim - 2);
+    for (int d = 0; d < ndim - 2; d++) fits &= PyArray_DIM(a, d) == PyArray_DIM(out, d);
+    for (int d = 0; d < matrix->batch_dims; d++)
+        fits &= matrix->batch_shape[d] == 1 || matrix->batch_shape[d] == PyArray_DIM(out, d + skipped);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a is [..., M, K], packed b [..., K, N], out [..., M, N]");
+        return -1;
+    }
+    if (!dmlq_gemm_packed_for_current_level(&matrix->packed)) {
+        PyErr_SetString(PyExc_ValueError, "matmul: b was packed for another CPU level's kernel set");
+        return -1;
+    }
+    return 0;
+}
+
+/* Each output batch's index among the packed batches: their dimensions aligned on the right of
+ * the output's, broadcast where they are 1. */
+static void packed_batch_indices(const packed_matrix *matrix, PyArrayObject *out, ptrdiff_t *indices) {
+    const int out_dims = PyArray_NDIM(out) - 2, skipped = out_dims - matrix->batch_dims;
+    ptrdiff_t index[2] = {0, 0}, count = 1;
+    for (int d = 0; d < out_dims; d++) count *= PyArray_DIM(out, d);
+    for (ptrdiff_t b = 0; b < count; b++) {
+        ptrdiff_t packed_index = 0;
+        for (int d = 0; d < matrix->batch_dims; d++) {
+            const ptrdiff_t size = matrix->batch_shape[d];
+            packed_index = packed_index * size + (size == 1 ? 0 : index[d + skipped]);
+        }
+        indices[b] = packed_index;
+        for (int d = out_dims - 1; d >= 0 && ++index[d] == PyArray_DIM(out, d); d--) index[d] = 0;
+    }
+}
+
 static PyObject *matmul(PyObject *self, PyObject *args) {
     PyObject *objects[9];
     int reciprocal;
@@ -330,11 +430,17 @@ static PyObject *matmul(PyObject *self, PyObject *args) {
         return NULL;
     static const char *const names[9] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
                                          "output_scale", "output_zero_point", "out"};
+    /* b: an array, or a packed B capsule (pack_b) */
+    const packed_matrix *packed = PyCapsule_IsValid(objects[3], PACKED_B_CAPSULE)
+                                      ? PyCapsule_GetPointer(objects[3], PACKED_B_CAPSULE)
+                                      : NULL;
     PyArrayObject *arrays[9];
-    for (int i = 0; i < 9; i++) arrays[i] = as_array(objects[i], names[i], i == 2 || i == 5 || i == 7);
+    for (int i = 0; i < 9; i++)
+        arrays[i] = i == 3 && packed ? NULL : as_array(objects[i], names[i], i == 2 || i == 5 || i == 7);
     if (PyErr_Occurred() || check_output(arrays[8]) < 0) return NULL;
     PyArrayObject *a = arrays[0], *b = arrays[3], *out = arrays[8];
-    if (check_matrices(a, b, out) < 0 || check_overlaps(out, arrays, 8, 0) < 0) return NULL;
+    if ((packed ? check_packed(packed, a, out) : check_matrices(a, b, out)) < 0 || check_overlaps(out, arrays, 8, 0) < 0)
+        return NULL;
     const int ndim = PyArray_NDIM(out);
     dmlq_gemm_problem p = {1, PyArray_DIM(out, ndim - 2), PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
     for (int d = 0; d < ndim - 2; d++) p.batches *= PyArray_DIM(out, d);
@@ -359,22 +465,26 @@ static PyObject *matmul(PyObject *self, PyObject *args) {
     for (ptrdiff_t m = 0; !status && m < p.m; m++) out_zero_float[m] = (float)out_zero[m];
     if (!status) {
         batch_offsets(a, out, offsets);
-        batch_offsets(b, out, offsets + p.batches);
+        if (packed)
+            packed_batch_indices(packed, out, offsets + p.batches);
+        else
+            batch_offsets(b, out, offsets + p.batches);
         batch_offsets(out, out, offsets + 2 * p.batches);
         p.a = PyArray_BYTES(a);
-        p.b = PyArray_BYTES(b);
+        p.b = packed ? NULL : PyArray_BYTES(b);
+        p.packed_b = packed ? &packed->packed : NULL;
         p.out = PyArray_BYTES(out);
         p.a_offsets = offsets;
         p.b_offsets = offsets + p.batches;
         p.out_offsets = offsets + 2 * p.batches;
         p.a_row = PyArray_STRIDE(a, ndim - 2);
         p.a_col = PyArray_STRIDE(a, ndim - 1);
-        p.b_row = PyArray_STRIDE(b, ndim - 2);
-        p.b_col = PyArray_STRIDE(b, ndim - 1);
+        p.b_row = packed ? 0 : PyArray_STRIDE(b, ndim - 2);
+        p.b_col = packed ? 0 : PyArray_STRIDE(b, ndim - 1);
         p.out_row = PyArray_STRIDE(out, ndim - 2);
         p.out_col = PyArray_STRIDE(out, ndim - 1);
         p.a_signed = is_signed_byte(a);
-        p.b_signed = is_signed_byte(b);
+        p.b_signed = packed ? packed->packed.b_signed : is_signed_byte(b);
         p.out_signed = is_signed_byte(out);
         p.a_scale = a_scale;
         p.b_scale = b_scale;
@@ -591,6 +701,8 @@ static PyMethodDef methods[] = {
     {"matmul", matmul, METH_VARARGS,
      "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "
      "reciprocal_division)"},
+    {"pack_b", pack_b, METH_O, "pack_b(b): a capsule of b packed for the current level's matmul kernels."},
+    {"gemm_kernel_set", gemm_kernel_set, METH_NOARGS, "The name of the current level's matmul kernel set."},
     {"set_num_threads", set_num_threads, METH_O, "Threads used by the kernels (at least 1)."},
     {"get_num_threads", get_num_threads, METH_NOARGS, "Threads used by the kernels."},
     {"get_level", get_level, METH_NOARGS, "The instruction-set level in use."},

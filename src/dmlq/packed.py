@@ -1,0 +1,113 @@
+"""The matrix multiply's B packed once: :class:`PackedMatrix` (made by :func:`dmlq.pack_matrix_multiply_b`).
+
+Weights that stay the same across many multiplies (a linear layer's B, with its scale and zero
+point) are copied and packed into the compiled kernel's panel layout once, instead of by every
+call. Results are bit-identical to the unpacked call, and later writes to the arrays the packing
+was made from change nothing.
+
+>>> import numpy as np, dmlq
+>>> weights = np.int8([[3, -1], [4, 2]])
+>>> packed = dmlq.pack_matrix_multiply_b(weights, 0.5, np.int8(1))
+>>> weights[...] = 0  # the packing holds its own copy
+>>> dmlq.quantized_linear_matrix_multiply(np.uint8([[1, 2]]), 1.0, None, packed, None, None, 1.0, None)
+array([[4, 0]], dtype=uint8)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["PackedB", "PackedMatrix"]
+
+
+def _private(array: np.ndarray) -> np.ndarray:
+    """A read-only C-ordered copy of ``array`` that no caller holds."""
+    copy = np.array(array, order="C")
+    copy.flags.writeable = False
+    return copy
+
+
+class PackedB:
+    """A private copy of B (2 to 4 dimensions) and its packings for the compiled kernels.
+
+    A packing serves the kernel set of one CPU level; another level (``dmlq._core.set_level``)
+    packs the private copy again for its own set, once, on first use there.
+
+    >>> b = PackedB(np.int8([[1, 2], [3, 4]]))
+    >>> b.array.shape, b.array.flags.writeable
+    ((2, 2), False)
+    """
+
+    def __init__(self, b: np.ndarray) -> None:
+        self._array = _private(b)
+        self._packings: dict[str, object] = {}
+        if self.packable:
+            self.for_kernels()  # the packing happens now, not in the first multiply
+
+    @property
+    def array(self) -> np.ndarray:
+        """The private copy of B (read-only)."""
+        return self._array
+
+    @property
+    def packable(self) -> bool:
+        """Whether the compiled kernels take this B (K below ``_core.MAX_K``, as for unpacked B)."""
+        return self._array.shape[-2] < _core.MAX_K
+
+    def for_kernels(self) -> object:
+        """The packing for the current CPU level's kernel set, made on its first use."""
+        kernel_set = _core.gemm_kernel_set()
+        packing = self._packings.get(kernel_set)
+        if packing is None:
+            packing = self._packings[kernel_set] = _core.pack_b(self._array)
+        return packing
+
+
+class PackedMatrix:
+    """B, its scale and its zero point, packed once by :func:`dmlq.pack_matrix_multiply_b`.
+
+    Pass it as ``b`` to :func:`dmlq.quantized_linear_matrix_multiply` with ``b_scale`` and
+    ``b_zero_point`` None. Its properties are read-only views of private copies.
+
+    >>> import dmlq
+    >>> packed = dmlq.pack_matrix_multiply_b(np.uint8([[1, 2, 3], [4, 5, 6]]), [0.5, 0.25, 1.0], np.uint8(3))
+    >>> packed
+    PackedMatrix(shape=(2, 3), dtype=uint8, b_scale=per-column, b_zero_point=per-tensor)
+    >>> packed.b_zero_point
+    array(3, dtype=uint8)
+    """
+
+    def __init__(self, b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray | None) -> None:
+        self._b = PackedB(b)
+        self._b_scale = _private(b_scale)
+        self._b_zero_point = None if b_zero_point is None else _private(b_zero_point)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._b.array.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._b.array.dtype
+
+    @property
+    def b_scale(self) -> np.ndarray:
+        return self._b_scale
+
+    @property
+    def b_zero_point(self) -> np.ndarray | None:
+        return self._b_zero_point
+
+    @property
+    def packed_b(self) -> PackedB:
+        """The private copy of B and its packings, as the kernels take them."""
+        return self._b
+
+    def __repr__(self) -> str:
+        def kind(value: np.ndarray | None) -> str:
+            return "None" if value is None else "per-tensor" if value.size == 1 else "per-column"
+
+        return (f"PackedMatrix(shape={self.shape}, dtype={self.dtype}, b_scale={kind(self._b_scale)}, "
+                f"b_zero_point={kind(self._b_zero_point)})")  # fmt: skip

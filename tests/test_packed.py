@@ -1,0 +1,278 @@
+"""B packed once: dmlq.pack_matrix_multiply_b and CompiledOperator.initialize (OWNED_BY_DML).
+
+A packed B must give the unpacked call's bits at every CPU level and shape class, and hold its own
+copy of everything it was made from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import DataType, DmlError, TensorDesc, TensorFlags, _core, ops
+
+LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+DEVICE = dmlq.Device()
+OWNED = TensorFlags.OWNED_BY_DML
+
+
+@pytest.fixture(params=LEVELS)
+def level(request: pytest.FixtureRequest):
+    _core.set_level(request.param)
+    yield request.param
+    _core.set_level(_core.detected_level())
+
+
+def random_bytes(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def operands(rng: np.random.Generator, a_shape, b_shape, b_dtype: str, per_column: bool) -> dict:
+    """Random operands whose results spread over the output range (not clamped to its ends)."""
+    k, n = b_shape[-2:]
+    b_columns = (n,) if per_column else ()
+    return {
+        "a": random_bytes(rng, a_shape, "uint8"),
+        "a_scale": np.float32(0.05),
+        "a_zero_point": np.uint8(128),
+        "b": random_bytes(rng, b_shape, b_dtype),
+        "b_scale": rng.uniform(0.01, 0.03, b_columns).astype(np.float32),
+        "b_zero_point": (rng.integers(-3, 4, b_columns) + (128 if b_dtype == "uint8" else 0)).astype(b_dtype),
+        "output_scale": np.float32(0.2 * np.sqrt(k)),
+        "output_zero_point": np.uint8(128),
+    }
+
+
+def multiply(arguments: dict, b: object = None) -> np.ndarray:
+    """The NumPy layer's multiply of ``arguments``, or of ``b`` packed in place of their B."""
+    if b is None:
+        return dmlq.quantized_linear_matrix_multiply(**arguments)
+    packed_arguments = {**arguments, "b": b, "b_scale": None, "b_zero_point": None}
+    return dmlq.quantized_linear_matrix_multiply(**packed_arguments)
+
+
+def pack(arguments: dict) -> dmlq.PackedMatrix:
+    return dmlq.pack_matrix_multiply_b(arguments["b"], arguments["b_scale"], arguments["b_zero_point"])
+
+
+SHAPES = {  # a's shape, b's shape
+    "matrix-vector": ((1, 64), (64, 96)),
+    "row and column tails": ((9, 20), (20, 49)),
+    "K not a multiple of the step": ((8, 7), (7, 48)),
+    "K longer than one int32 chunk": ((3, 33031), (33031, 5)),
+    "batched B": ((2, 5, 30), (2, 30, 50)),
+    "B broadcast over a's batches": ((3, 2, 4, 9), (3, 1, 9, 11)),
+    "2-D B for 3-D A": ((2, 3, 16), (16, 100)),
+}
+
+
+@pytest.mark.parametrize("per_column", [False, True], ids=["per-tensor", "per-column"])
+@pytest.mark.parametrize("b_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shapes", list(SHAPES.values()), ids=list(SHAPES))
+def test_packed_b_gives_the_unpacked_bits(level, shapes, b_dtype, per_column, rng) -> None:
+    arguments = operands(rng, *shapes, b_dtype, per_column)
+    want = multiply(arguments)
+    assert np.any((0 < want) & (want < 255)) and len(np.unique(want)) > 1  # not all clamped
+    assert np.array_equal(multiply(arguments, pack(arguments)), want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "shapes",
+    [((64, 300), (300, 500)), ((4, 64, 300), (4, 300, 200)), ((4, 64, 300), (1, 300, 200))],
+    ids=["one batch shared by the threads", "a batch per thread", "one B for every batch"],
+)
+def test_packed_b_is_the_same_on_every_thread_count(threads: int, shapes, rng: np.random.Generator) -> None:
+    arguments = operands(rng, *shapes, "int8", per_column=True)
+    previous = dmlq.get_num_threads()
+    dmlq.set_num_threads(threads)
+    try:
+        packed = pack(arguments)
+        assert np.array_equal(multiply(arguments, packed), multiply(arguments))
+    finally:
+        dmlq.set_num_threads(previous)
+
+
+def test_packed_b_ignores_later_writes_to_its_arrays(rng: np.random.Generator) -> None:
+    arguments = operands(rng, (4, 40), (40, 60), "int8", per_column=True)
+    want = multiply(arguments)
+    packed = pack(arguments)
+    for name in ("b", "b_scale", "b_zero_point"):
+        arguments[name][...] = arguments[name][::-1].copy()
+    assert np.array_equal(multiply(arguments, packed), want)
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="one CPU level only")
+def test_packed_at_one_level_used_at_another(rng: np.random.Generator) -> None:
+    arguments = operands(rng, (5, 70), (70, 50), "uint8", per_column=False)
+    packed = pack(arguments)  # at the detected level
+    try:
+        for other in LEVELS:
+            _core.set_level(other)
+            assert np.array_equal(multiply(arguments, packed), multiply(arguments)), other
+    finally:
+        _core.set_level(_core.detected_level())
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="one CPU level only")
+def test_the_core_refuses_a_packing_of_another_level() -> None:
+    packing = _core.pack_b(np.int8([[1, 2], [3, 4]]))
+    one = np.float32([[1.0]])
+    try:
+        _core.set_level("portable")
+        with pytest.raises(ValueError, match="packed for another CPU level"):
+            out = np.empty((1, 2), np.uint8)
+            _core.matmul(np.uint8([[1, 1]]), one, None, packing, one, None, one, None, out, False)
+    finally:
+        _core.set_level(_core.detected_level())
+
+
+def test_packed_matrix_is_read_only() -> None:
+    packed = dmlq.pack_matrix_multiply_b(np.uint8([[1, 2, 3]]), [0.5, 0.25, 1.0], np.uint8(3))
+    assert packed.shape == (1, 3) and packed.dtype == np.uint8
+    assert packed.b_scale.tolist() == [0.5, 0.25, 1.0] and packed.b_zero_point == 3
+    assert not packed.b_scale.flags.writeable and not packed.packed_b.array.flags.writeable
+    with pytest.raises(AttributeError):
+        packed.shape = (3, 1)
+    want = "PackedMatrix(shape=(1, 3), dtype=uint8, b_scale=per-column, b_zero_point=per-tensor)"
+    assert repr(packed) == want
+
+
+def test_a_packed_b_carries_its_own_quantization() -> None:
+    packed = dmlq.pack_matrix_multiply_b(np.int8([[1]]), 1.0)
+    a = np.uint8([[1]])
+    with pytest.raises(DmlError, match=r"^b_scale: must be None when b is a PackedMatrix"):
+        dmlq.quantized_linear_matrix_multiply(a, 1.0, None, packed, 1.0, None, 1.0, None)
+    with pytest.raises(DmlError, match=r"^b_scale, b_zero_point: must be None"):
+        dmlq.quantized_linear_matrix_multiply(a, 1.0, None, packed, 1.0, np.int8(0), 1.0, None)
+
+
+@pytest.mark.parametrize(
+    ("b", "b_scale", "b_zero_point", "message"),
+    [
+        (np.int8([1, 2]), 1.0, None, r"^b: 1 dimensions"),
+        (np.int8([[1, 2]]), [[1.0], [2.0]], None, r"^b_scale: shape \(2, 1\) is not supported"),
+        (np.int8([[1, 2]]), 0.0, None, r"^b_scale: a scale of 0"),
+        (np.int8([[1, 2]]), 1.0, np.uint8(0), r"^b_zero_point: dtype uint8 differs"),
+        (np.int8([[1, 2]]), 1.0, np.int8([1, 2, 3]), r"^b_zero_point: shape \(3,\) is not supported"),
+    ],
+)
+def test_packing_checks_its_arguments(b, b_scale, b_zero_point, message: str) -> None:
+    with pytest.raises(DmlError, match=message):
+        dmlq.pack_matrix_multiply_b(b, b_scale, b_zero_point)
+
+
+# -- the DirectML layer: initialize ------------------------------------------------------------
+
+
+def matrix_multiply(owned: tuple[str, ...], b_strides: list[int] | None = None) -> dmlq.CompiledOperator:
+    """A [1, 2, 2, 3] x [1, 2, 3, 4] multiply whose fields named in ``owned`` are OWNED_BY_DML."""
+
+    def desc(name: str, data_type: DataType, sizes: list[int], strides: list[int] | None = None):
+        return TensorDesc(data_type, sizes, strides, flags=OWNED if name in owned else 0)
+
+    per_tensor = [1, 1, 1, 1]
+    return DEVICE.compile_operator(ops.QuantizedLinearMatrixMultiply(
+        a=desc("a", DataType.UINT8, [1, 2, 2, 3]), a_scale=desc("a_scale", DataType.FLOAT32, per_tensor),
+        b=desc("b", DataType.INT8, [1, 2, 3, 4], b_strides),
+        b_scale=desc("b_scale", DataType.FLOAT32, [1, 1, 1, 4]),
+        b_zero_point=desc("b_zero_point", DataType.INT8, per_tensor),
+        output_scale=desc("output_scale", DataType.FLOAT32, per_tensor),
+        output=TensorDesc(DataType.UINT8, [1, 2, 2, 4]),
+    ))  # fmt: skip
+
+
+def matrix_buffers(rng: np.random.Generator, b_batches: int = 2) -> list[np.ndarray]:
+    return [
+        random_bytes(rng, (1, 2, 2, 3), "uint8"), np.float32([0.5]), None,
+        random_bytes(rng, (b_batches, 3, 4), "int8"), np.float32([0.1, 0.2, 0.3, 0.4]), np.int8([-3]),
+        np.float32([2.0]), None,
+    ]  # fmt: skip
+
+
+def executed(op: dmlq.CompiledOperator, inputs: list) -> np.ndarray:
+    out = np.zeros((1, 2, 2, 4), np.uint8)
+    op.execute(inputs, [out])
+    return out
+
+
+def only(names: tuple[str, ...], buffers: list) -> list:
+    fields = [f.name for f in ops.QuantizedLinearMatrixMultiply.input_fields()]
+    return [buffer if name in names else None for name, buffer in zip(fields, buffers)]
+
+
+def others(names: tuple[str, ...], buffers: list) -> list:
+    fields = [f.name for f in ops.QuantizedLinearMatrixMultiply.input_fields()]
+    return [None if name in names else buffer for name, buffer in zip(fields, buffers)]
+
+
+@pytest.mark.parametrize("owned", [("b",), ("b", "b_scale", "b_zero_point"), ("a_scale", "output_scale")])
+def test_initialize_binds_owned_inputs_once(owned: tuple[str, ...], rng: np.random.Generator) -> None:
+    buffers = matrix_buffers(rng)
+    want = executed(matrix_multiply(()), buffers)
+    op = matrix_multiply(owned)
+    op.initialize(only(owned, buffers))
+    for buffer in only(owned, buffers):
+        if buffer is not None:
+            buffer[...] = 1  # the operator keeps its own copies
+    assert np.array_equal(executed(op, others(owned, buffers)), want)
+
+
+def test_initialize_packs_a_broadcast_b_once(rng: np.random.Generator) -> None:
+    buffers = matrix_buffers(rng, b_batches=1)
+    broadcast = [0, 0, 4, 1]  # one B for both batches
+    want = executed(matrix_multiply((), broadcast), buffers)
+    op = matrix_multiply(("b",), broadcast)
+    op.initialize(only(("b",), buffers))
+    assert op._owned["b"].array.shape == (1, 1, 3, 4)  # one batch packed, read by both
+    assert np.array_equal(executed(op, others(("b",), buffers)), want)
+
+
+def test_initialize_again_replaces_the_owned_inputs(rng: np.random.Generator) -> None:
+    first, second = matrix_buffers(rng), matrix_buffers(rng)
+    op = matrix_multiply(("b",))
+    op.initialize(only(("b",), first))
+    op.initialize(only(("b",), second))
+    want = executed(matrix_multiply(()), [*first[:3], second[3], *first[4:]])
+    assert np.array_equal(executed(op, others(("b",), first)), want)
+
+
+def test_initialize_refusals(rng: np.random.Generator) -> None:
+    buffers = matrix_buffers(rng)
+    op = matrix_multiply(("b",))
+    unbound = r"^QuantizedLinearMatrixMultiply.execute: call initialize first, .* OWNED_BY_DML input\(s\) b "
+    with pytest.raises(DmlError, match=unbound):
+        executed(op, others(("b",), buffers))
+    with pytest.raises(DmlError, match=r"^QuantizedLinearMatrixMultiply.initialize: a is not OWNED_BY_DML"):
+        op.initialize(only(("a", "b"), buffers))
+    with pytest.raises(DmlError, match=r"initialize inputs\[3\] \(b\): a buffer is required for the OWNED"):
+        op.initialize(only((), buffers))
+    with pytest.raises(DmlError, match=r"initialize inputs\[3\] \(b\): buffer of 12 bytes is smaller"):
+        op.initialize(only(("b",), [*buffers[:3], buffers[3][:1], *buffers[4:]]))
+    with pytest.raises(DmlError, match=r"^QuantizedLinearMatrixMultiply.initialize: inputs needs 8 buffer"):
+        op.initialize([None])
+    op.initialize(only(("b",), buffers))
+    with pytest.raises(DmlError, match=r"execute inputs\[3\] \(b\): OWNED_BY_DML, bound by initialize"):
+        executed(op, buffers)
+
+
+def test_an_operator_without_owned_inputs_initializes_with_nothing(rng: np.random.Generator) -> None:
+    op = matrix_multiply(())
+    op.initialize([None] * 8)
+    buffers = matrix_buffers(rng)
+    assert np.array_equal(executed(op, buffers), executed(matrix_multiply(()), buffers))
+
+
+def test_element_wise_owned_inputs_are_copied() -> None:
+    plain = TensorDesc(DataType.FLOAT32, [3])
+    op = DEVICE.compile_operator(
+        ops.ElementWiseAdd(a=plain, b=TensorDesc(DataType.FLOAT32, [3], [0], flags=OWNED), output=plain)
+    )
+    b = bytearray(np.float32([10]).tobytes())
+    op.initialize([None, b])
+    b[:] = np.float32([-1]).tobytes()
+    out = np.zeros(3, np.float32)
+    op.execute([np.float32([1, 2, 3]), None], [out])
+    assert out.tolist() == [11.0, 12.0, 13.0]
