@@ -8,6 +8,7 @@ kept with the model; their results are not DirectML operators of dmlq.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,14 +18,16 @@ from onnx import helper, numpy_helper
 
 from ..device import CompiledOperator, Device
 from ..errors import DmlError
+from ..ops import QuantizedLinearMatrixMultiply
 from ..threads import get_num_threads
-from ..types import FeatureLevel
+from ..types import FeatureLevel, TensorFlags
 from .loading import Model, load
 from .mapping import Described, Spec, Step, plan
 
 __all__ = ["OTHER", "Stage", "execute", "run", "stages"]
 
 OTHER = "not a DirectML operator of dmlq: computed by onnxruntime CPU"
+OWNED_B = {QuantizedLinearMatrixMultiply: 3}  # the operand a constant weight binds at initialization
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,10 @@ def _constant_names(model: Model) -> set[str]:
     return model.cache.setdefault("constant names", set())
 
 
+def _constants(model: Model) -> set[str]:
+    return _constant_names(model) | set(model.initializers)
+
+
 def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
     return [Spec(values[name].dtype, values[name].shape) if name else None for name in step.inputs]
 
@@ -161,14 +168,33 @@ def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], 
         device.feature_level,
         tuple((a.dtype, a.shape) if a is not None else None for a in operands),
     )
-    found: tuple[Described, CompiledOperator] | None = model.cache.get(key)
+    found: tuple[Described, CompiledOperator, int | None] | None = model.cache.get(key)
     if found is None:
-        described = step.describe(specs(step, values))
-        found = model.cache[key] = (described, device.compile_operator(described.desc))
-    described, compiled = found
+        found = model.cache[key] = _compiled(model, step, operands, values, device)
+    described, compiled, owned = found
+    if owned is not None:
+        operands[owned] = None  # bound once by initialize
     out = np.empty(described.sizes, described.dtype)
     compiled.execute(operands, [out])
     return out.reshape(described.shape)
+
+
+def _compiled(
+    model: Model, step: Step, operands: list, values: Mapping[str, np.ndarray], device: Device
+) -> tuple[Described, CompiledOperator, int | None]:
+    """The step compiled for these operands; a constant B of the matrix multiply OWNED_BY_DML and
+    bound once (packed), as the provider binds constant weights at its operators' initialization."""
+    described = step.describe(specs(step, values))
+    owned = OWNED_B.get(step.operator)
+    if owned is None or step.inputs[owned] not in _constants(model):
+        return described, device.compile_operator(described.desc), None
+    b = described.desc.b
+    desc = dataclasses.replace(
+        described.desc, b=dataclasses.replace(b, flags=b.flags | TensorFlags.OWNED_BY_DML)
+    )
+    compiled = device.compile_operator(desc)
+    compiled.initialize([operand if index == owned else None for index, operand in enumerate(operands)])
+    return Described(desc, described.sizes, described.shape, described.dtype), compiled, owned
 
 
 def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
