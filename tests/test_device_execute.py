@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import array
+import mmap
+import re
 
 import numpy as np
 import pytest
@@ -41,8 +43,57 @@ def test_any_buffer_protocol_object() -> None:
     op.execute([a, b], [out])
     assert np.frombuffer(out, np.float32).tolist() == [11.0, 22.0, 33.0]
     out_view = memoryview(bytearray(12))
-    op.execute([np.float32([1, 1, 1]).view(np.uint8), np.float32([1, 2, 3]).view(np.int32)], [out_view])
+    as_int32 = memoryview(np.float32([1, 2, 3]).view(np.int32))  # raw bytes, whatever its format
+    op.execute([np.float32([1, 1, 1]).view(np.uint8), as_int32], [out_view])
     assert np.frombuffer(out_view, np.float32).tolist() == [2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    "position, dtype",
+    [("inputs[0] (input)", np.float64), ("inputs[0] (input)", np.int64), ("inputs[0] (input)", ">f4"),
+     ("inputs[1] (scale)", np.float64), ("inputs[1] (scale)", np.int32), ("outputs[0] (output)", np.float64),
+     ("outputs[0] (output)", np.int8)],
+)  # fmt: skip
+def test_ndarray_of_another_dtype_is_refused_naming_the_binding(position: str, dtype: object) -> None:
+    buffers = [np.float32([0.5, 1.5, 2.5, 3.5]), np.float32([1]), np.zeros(4, np.uint8)]
+    index = 2 if position.startswith("outputs") else int(position[7])
+    buffers[index] = np.zeros(4, dtype)
+    tensor_type = "UINT8" if index == 2 else "FLOAT32"
+    binding = rf"ElementWiseQuantizeLinear.execute {re.escape(position)}: "
+    expected = rf"ndarray of dtype {np.dtype(dtype)} bound to a {tensor_type} tensor; pass \w+ or raw bytes"
+    with pytest.raises(DmlError, match=binding + expected):
+        quantize_op().execute(buffers[:2] + [None], [buffers[2]])
+
+
+def test_float64_values_are_not_reinterpreted_as_float32_bytes() -> None:
+    x = np.float64([0.4, 1.0, 1.6, 2.0, 2.4, 3.0])  # as bytes these are tiny/odd float32 values
+    with pytest.raises(DmlError, match=r"inputs\[0\] \(input\): ndarray of dtype float64 bound to a FLOAT32"):
+        quantize_op(6).execute([x, np.float32([1]), None], [np.zeros(6, np.uint8)])
+
+
+def test_raw_bytes_bind_to_any_tensor_type() -> None:
+    values, scale = np.float32([0.5, 1.5, 2.5, 3.5]), np.float32([0.5])
+    expected = [1, 3, 5, 7]
+    routes = [
+        lambda a: a.view(np.uint8), lambda a: a.tobytes(), lambda a: bytearray(a.tobytes()),
+        lambda a: memoryview(a), lambda a: memoryview(a.astype(a.dtype).view(np.int32)),
+    ]  # fmt: skip
+    for route in routes:
+        out = bytearray(4)
+        quantize_op().execute([route(values), route(scale), None], [out])
+        assert list(out) == expected
+    out_u8 = np.zeros(16, np.uint8)  # a uint8 output buffer for a FLOAT32 tensor: raw bytes
+    add_op(4).execute([values, values.view(np.uint8)], [out_u8])
+    assert out_u8.view(np.float32).tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_mmap_buffers_are_raw_bytes(tmp_path) -> None:
+    path = tmp_path / "values.bin"
+    path.write_bytes(np.float32([0.5, 1.5, 2.5, 3.5]).tobytes())
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        out = np.zeros(4, np.uint8)
+        quantize_op().execute([mapped, np.float32([0.5]), None], [out])
+    assert out.tolist() == [1, 3, 5, 7]
 
 
 def test_read_only_output_is_refused() -> None:
@@ -227,7 +278,7 @@ def test_operators_without_in_place_refuse_any_overlap() -> None:
     op = quantize_op(4)
     memory = np.zeros(8, np.float32)
     with pytest.raises(DmlError, match="output overlaps input input; this operator cannot run in place"):
-        op.execute([memory[:4], np.float32([1]), None], [memory[:1]])
+        op.execute([memory[:4], np.float32([1]), None], [memory[:1].view(np.uint8)])
     scale = np.float32([1, 0, 0, 0])
     with pytest.raises(DmlError, match="output overlaps input scale"):
         op.execute([np.float32([1, 2, 3, 4]), scale, None], [scale.view(np.uint8)])

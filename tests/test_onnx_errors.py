@@ -3,6 +3,7 @@ writing nothing; ``import dmlq`` does not import onnx or onnxruntime."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -130,6 +131,23 @@ def test_run_writes_each_output(tmp_path, capsys) -> None:
         == 0
     )
     assert np.array_equal(np.load(tmp_path / "o" / "y.npy"), np.uint8([[1, 3, 5], [0, 0, 2]]))
+
+
+def test_help_lists_compare_and_routes_onnx_models_to_their_own_help(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    assert re.search(r"^ +compare +ONNX: compare with onnxruntime", capsys.readouterr().out, re.MULTILINE)
+    with pytest.raises(SystemExit):
+        main(["run", "m.onnx", "--help"])
+    assert "--output-dir DIR" in capsys.readouterr().out
+
+
+def test_compare_usage_error_is_one_line_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "m.onnx", "--seed", "x"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_import_dmlq_imports_neither_onnx_nor_onnxruntime() -> None:

@@ -282,3 +282,28 @@ def test_execute_writes_only_the_output_elements_and_keeps_inputs(case, seed: in
         op.execute([in_place, inputs[1][1]], [in_place])
         same = element_bytes(output)
         assert np.array_equal(in_place[same], view[same])
+
+
+WRONG_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint16", ">f4", "bool"]
+
+
+@SETTINGS
+@given(descriptions(), st.sampled_from(WRONG_DTYPES), st.data())
+def test_an_ndarray_of_another_dtype_is_refused_naming_its_binding(case, dtype: str, data) -> None:
+    """Typed ndarrays bind only to their own data type (uint8 ones are raw bytes for any tensor)."""
+    desc, level = case
+    op = compile_or_none(desc, level)
+    tensors = [] if op is None else [(i, f.name, t) for i, (f, t) in enumerate(desc.tensors()) if t]
+    wrong = [entry for entry in tensors if entry[2].data_type.dtype != np.dtype(dtype)]
+    if not wrong:
+        return
+    index, name, tensor = data.draw(st.sampled_from(wrong))
+    rng = np.random.default_rng(0)
+    buffers = [t and aligned_buffer(rng, t.addressed_bytes, t.guaranteed_base_offset_alignment)[1]
+               for _, t in desc.tensors()]  # fmt: skip
+    buffers[index] = np.zeros(tensor.addressed_bytes // np.dtype(dtype).itemsize + 1, dtype)
+    inputs, outputs = buffers[: len(desc.input_fields())], buffers[len(desc.input_fields()) :]
+    position = "outputs[0]" if index >= len(inputs) else f"inputs[{index}]"
+    with pytest.raises(DmlError) as refusal:
+        op.execute(inputs, outputs)
+    assert f"{position} ({name}): " in str(refusal.value)

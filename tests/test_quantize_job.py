@@ -21,7 +21,7 @@ from distributed import LocalCluster
 from packaging.requirements import Requirement
 
 import dmlq
-from dmlq.chunked import NpyFile, quantize_file
+from dmlq.chunked import NpyFile, dequantize_file, quantize_file
 from dmlq.cli import main
 
 SCALES = np.float32([0.5, 0.25, 1.0, 2.0, 0.75, 0.1])
@@ -47,6 +47,12 @@ def save_zarr(path, values: np.ndarray, chunks: tuple[int, ...]) -> None:
 
 
 @pytest.fixture
+def terminal(capsys, monkeypatch):
+    """stderr (captured) taken for a terminal, where the progress bar is drawn."""
+    monkeypatch.setattr(type(sys.stderr), "isatty", lambda stream: True)  # capsys swaps its stream objects
+
+
+@pytest.fixture
 def data(tmp_path):
     """A float32 array with ties, NaN and infinities, saved as .npy and as a chunked Zarr array."""
     rng = np.random.default_rng(5)
@@ -60,7 +66,7 @@ def data(tmp_path):
 def test_quantize_then_dequantize_through_the_command_line(tmp_path, data):
     quantize = dmlq_cli("quantize", tmp_path / "x.npy", tmp_path / "q.zarr", *PER_CHANNEL, *TINY_CHUNKS)
     assert quantize.returncode == 0, quantize.stderr
-    assert "100% Completed" in quantize.stderr and quantize.stdout == ""
+    assert (quantize.stderr, quantize.stdout) == ("", "")  # stderr is not a terminal: no progress bar
     expected = dmlq.quantize_linear(data, SCALES, ZERO_POINTS)
     assert load(tmp_path / "q.zarr").dtype == np.int8
     assert np.array_equal(load(tmp_path / "q.zarr"), expected)
@@ -72,8 +78,29 @@ def test_quantize_then_dequantize_through_the_command_line(tmp_path, data):
     assert load(tmp_path / "y.npy").tobytes() == dequantized.tobytes()
 
 
+def test_quiet_draws_no_progress_bar_even_on_a_terminal(tmp_path, data, capsys, terminal):
+    assert (
+        main(["quantize", str(tmp_path / "x.npy"), str(tmp_path / "q.npy"), "--scale", "1", "--quiet"]) == 0
+    )
+    assert capsys.readouterr().err == ""
+
+
+def test_an_upper_case_npy_suffix_is_a_npy_file(tmp_path, data):
+    quantize_file(tmp_path / "x.npy", tmp_path / "Q.NPY", 0.5, progress=False)
+    quantized = dmlq.quantize_linear(data, 0.5)
+    assert (tmp_path / "Q.NPY").is_file() and np.array_equal(np.load(tmp_path / "Q.NPY"), quantized)
+    dequantize_file(tmp_path / "Q.NPY", tmp_path / "y.Npy", 0.5, progress=False)  # read as .npy too
+    assert np.array_equal(np.load(tmp_path / "y.Npy"), dmlq.dequantize_linear(quantized, 0.5))
+
+
+def test_dequantize_chunks_measure_the_float32_output(tmp_path):
+    np.save(tmp_path / "q.npy", np.zeros(2**20, np.int8))  # 1 MiB of int8, 4 MiB of float32 out
+    dequantize_file(tmp_path / "q.npy", tmp_path / "y.zarr", 1.0, chunk_mb=1, progress=False)
+    assert zarr.open_array(str(tmp_path / "y.zarr"), mode="r").chunks == (2**18,)  # 1 MiB of float32
+
+
 @pytest.mark.parametrize("source, target", [("x.zarr", "q.npy"), ("x.zarr", "q.zarr"), ("x.npy", "q.npy")])
-def test_quantize_per_channel_equals_the_numpy_layer(tmp_path, data, capsys, source, target):
+def test_quantize_per_channel_equals_the_numpy_layer(tmp_path, data, capsys, source, target, terminal):
     assert main(["quantize", str(tmp_path / source), str(tmp_path / target), *PER_CHANNEL,
                  *TINY_CHUNKS]) == 0  # fmt: skip
     assert "100% Completed" in capsys.readouterr().err
@@ -215,7 +242,8 @@ def scheduler_address():
 
 
 @pytest.mark.parametrize("source, target", [("x.npy", "q.npy"), ("x.zarr", "q.zarr")])
-def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_address, source, target):
+def test_quantize_on_a_distributed_cluster(tmp_path, data, capsys, scheduler_address, source, target,
+                                           terminal):  # fmt: skip
     assert main(["quantize", str(tmp_path / source), str(tmp_path / target), "--scale", "0.25",
                  "--zero-point", "7", *TINY_CHUNKS, "--scheduler", scheduler_address]) == 0  # fmt: skip
     assert "100% Completed" in capsys.readouterr().err

@@ -43,6 +43,7 @@ class Binding:
     """
 
     where: str  # how errors name the tensor
+    data_type: str  # DirectML's name of the tensor's data type
     dtype: np.dtype
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # bytes
@@ -54,12 +55,14 @@ class Binding:
     def of(cls, desc: TensorDesc, where: str, *, writable: bool) -> Binding:
         dtype = desc.data_type.dtype
         strides = tuple(stride * dtype.itemsize for stride in desc.element_strides)
-        return cls(where, dtype, tuple(desc.sizes), strides, desc.addressed_bytes,
+        return cls(where, desc.data_type.name, dtype, tuple(desc.sizes), strides, desc.addressed_bytes,
                    desc.guaranteed_base_offset_alignment, writable)  # fmt: skip
 
     def bind(self, buffer: object) -> tuple[np.ndarray, int]:
         """The tensor's ndarray view of ``buffer`` and the address where the buffer starts."""
         memory = buffer_bytes(buffer, self.where, writable=self.writable)
+        if isinstance(buffer, np.ndarray):
+            self._check_dtype(buffer.dtype)
         start = memory.__array_interface__["data"][0]
         if memory.nbytes < self.addressed_bytes:
             raise DmlError(f"{self.where}: buffer of {memory.nbytes} bytes is smaller than the "
@@ -70,3 +73,10 @@ class Binding:
             raise DmlError(f"{self.where}: buffer address is not a multiple of its {self.alignment}-byte "
                            "guaranteed_base_offset_alignment")  # fmt: skip
         return np.ndarray(self.shape, self.dtype, memory, 0, self.strides), start
+
+    def _check_dtype(self, dtype: np.dtype) -> None:
+        """An ndarray holds the tensor's elements or raw bytes (uint8); any other dtype is a mistake."""
+        if dtype != self.dtype and dtype != np.uint8:
+            raw = "raw bytes (bytes, bytearray, memoryview, a uint8 view)"
+            raise DmlError(f"{self.where}: ndarray of dtype {dtype} bound to a {self.data_type} tensor; "
+                           f"pass {self.dtype} or {raw}")  # fmt: skip

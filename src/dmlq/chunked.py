@@ -3,11 +3,14 @@
 The job behind ``dmlq quantize`` and ``dmlq dequantize``. A path ending in ``.npy`` is a NumPy
 file, any other path a Zarr array. The input is read in chunks of about ``chunk_mb`` MiB, each
 chunk goes through :mod:`dmlq.dask` and is written as soon as it is done, so memory stays near
-``chunk_mb`` times a few per worker thread whatever the array's size. A Zarr input is read in
+``chunk_mb`` times a few per worker thread whatever the array's size (a chunk is measured on the
+larger side, input or output: a dequantized chunk of ``chunk_mb`` MiB comes from a quarter as many
+int8 bytes). A Zarr input is read in
 whole Zarr chunks, at least one at a time even when a Zarr chunk is bigger than ``chunk_mb``, and
 a Zarr output keeps a Zarr input's chunk shape. ``scheduler`` is ``"threads"`` (Dask's threaded
 scheduler in this process) or the address of a ``dask.distributed`` scheduler, whose workers
-must see the same paths. A progress bar goes to stderr.
+must see the same paths. A progress bar goes to stderr with ``progress=True``; ``dmlq`` draws it
+when stderr is a terminal, unless ``--quiet``. The suffix ``.npy`` is matched in any case.
 
 Needs the ``dask`` extra; Dask is imported when a job runs (``dmlq --help`` works without it).
 
@@ -102,7 +105,7 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
                                          _along_axis(zero_point, "zero_point", axis, x.shape),
                                          dtype=dtype)  # fmt: skip
 
-    _transform(Path(source), Path(target), quantize, chunk_mb, scheduler, progress)
+    _transform(Path(source), Path(target), quantize, chunk_mb, scheduler, progress, output_itemsize=1)
 
 
 def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *,
@@ -119,7 +122,8 @@ def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=No
         return dmlq_dask.dequantize_linear(q, _along_axis(scale, "scale", axis, q.shape),
                                            _along_axis(zero_point, "zero_point", axis, q.shape))  # fmt: skip
 
-    _transform(Path(source), Path(target), dequantize, chunk_mb, scheduler, progress)
+    _transform(Path(source), Path(target), dequantize, chunk_mb, scheduler, progress,
+               output_itemsize=np.dtype(np.float32).itemsize)  # fmt: skip
 
 
 def _along_axis(values, name: str, axis: int | None, shape: tuple[int, ...]):
@@ -145,7 +149,7 @@ def _along_axis(values, name: str, axis: int | None, shape: tuple[int, ...]):
 
 
 def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, scheduler: str,
-               progress: bool) -> None:  # fmt: skip
+               progress: bool, *, output_itemsize: int) -> None:  # fmt: skip
     if not chunk_mb > 0:
         raise DmlError(f"chunk_mb: must be positive (got {chunk_mb})")
     if not source.exists():
@@ -153,30 +157,34 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
     if target.exists():
         raise FileExistsError(f"{target}: already exists; remove it or write elsewhere")
     array = _open(source.resolve())
-    data = _read(array, int(chunk_mb * 2**20))
+    chunk_elements = int(chunk_mb * 2**20) // max(array.dtype.itemsize, output_itemsize)
+    data = _read(array, chunk_elements)
     result = function(data)  # builds the graph: argument errors raise here, before any writing
     if result.shape != data.shape:
         raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
                        f"not the input's {data.shape}")  # fmt: skip
-    store = _write(result, target.resolve(), array)
-    try:
-        _run(store, scheduler, progress)
+    try:  # from the output's creation on: an interrupt while the graph is built leaves a file too
+        _run(_write(result, target.resolve(), array), scheduler, progress)
     except BaseException:
         _remove(target)
         raise
 
 
+def _is_npy(path: Path) -> bool:
+    return path.suffix.lower() == ".npy"
+
+
 def _open(path: Path):
     """The input: an :class:`NpyFile` or a Zarr array."""
-    if path.suffix == ".npy":
+    if _is_npy(path):
         return NpyFile.open(path)
     import zarr
 
     return zarr.open_array(str(path), mode="r")
 
 
-def _read(array, chunk_bytes: int):
-    """The input as a Dask array of blocks of about ``chunk_bytes``.
+def _read(array, chunk_elements: int):
+    """The input as a Dask array of blocks of about ``chunk_elements``.
 
     A ``.npy`` file's blocks are contiguous byte ranges, read in few pieces through the memory
     map. A Zarr array's blocks are whole multiples of its chunks, at least one chunk each, so that
@@ -185,16 +193,15 @@ def _read(array, chunk_bytes: int):
     import dask.array as da
 
     if isinstance(array, NpyFile):
-        block = _block_shape(array.shape, array.dtype.itemsize, chunk_bytes, (1,) * array.ndim,
-                             array.fortran_order)  # fmt: skip
+        block = _block_shape(array.shape, chunk_elements, (1,) * array.ndim, array.fortran_order)
         return da.from_array(array, chunks=block, lock=False)
-    block = _block_shape(array.shape, array.dtype.itemsize, chunk_bytes, array.chunks)
+    block = _block_shape(array.shape, chunk_elements, array.chunks)
     return da.from_zarr(array, chunks=block)
 
 
-def _block_shape(shape: tuple[int, ...], itemsize: int, limit: int, unit: tuple[int, ...],
+def _block_shape(shape: tuple[int, ...], limit: int, unit: tuple[int, ...],
                  fortran_order: bool = False) -> tuple[int, ...]:  # fmt: skip
-    """The largest block of whole ``unit`` multiples within ``limit`` bytes (at least one unit).
+    """The largest block of whole ``unit`` multiples within ``limit`` elements (at least one unit).
 
     It grows along the innermost axis first (the last, or the first in Fortran order), and along
     each next axis only once the block spans the inner ones whole.
@@ -202,7 +209,7 @@ def _block_shape(shape: tuple[int, ...], itemsize: int, limit: int, unit: tuple[
     block = [max(1, min(size, length)) for size, length in zip(unit, shape)]
     axes = range(len(shape))
     for axis in axes if fortran_order else reversed(axes):
-        units = max(1, limit // (itemsize * math.prod(block)))
+        units = max(1, limit // math.prod(block))
         block[axis] = max(1, min(shape[axis], units * block[axis]))
         if block[axis] < shape[axis]:
             break
@@ -216,7 +223,7 @@ def _write(result, path: Path, source):
     import dask.array as da
 
     from_npy = isinstance(source, NpyFile)
-    if path.suffix == ".npy":
+    if _is_npy(path):
         target = NpyFile.create(path, result.shape, result.dtype, from_npy and source.fortran_order)
     else:
         import zarr
@@ -280,7 +287,7 @@ def add_dequantize(subcommands: argparse._SubParsersAction) -> None:
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", type=Path, metavar="IN", help="a Zarr array, or a file ending in .npy")
     parser.add_argument("target", type=Path, metavar="OUT",
-                        help="a new .npy file if it ends so, else a new Zarr array")  # fmt: skip
+                        help="a new .npy file if it ends so (any case), else a new Zarr array")  # fmt: skip
     parser.add_argument("--scale", type=_numbers(float), required=True, metavar="S",
                         help="the scale, or comma-separated scales, one per index along --axis")  # fmt: skip
     parser.add_argument("--zero-point", type=_numbers(int), metavar="Z",
@@ -294,6 +301,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", default="threads", metavar="threads|ADDRESS",
                         help="Dask's threaded scheduler (default), or the address of a "
                         "dask.distributed scheduler, e.g. tcp://127.0.0.1:8786")  # fmt: skip
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bar (drawn only when stderr is a terminal anyway)")  # fmt: skip
 
 
 def _numbers(kind: type) -> Callable[[str], list]:
@@ -319,7 +328,8 @@ def _run_job(job: Callable[..., None], args: argparse.Namespace, **options: obje
     try:
         job(args.source, args.target, _per_axis(args.scale, args.axis, "--scale"),
             _per_axis(args.zero_point, args.axis, "--zero-point"), axis=args.axis,
-            chunk_mb=args.chunk_mb, scheduler=args.scheduler, **options)  # fmt: skip
+            chunk_mb=args.chunk_mb, scheduler=args.scheduler,
+            progress=not args.quiet and sys.stderr.isatty(), **options)  # fmt: skip
     except ImportError as error:
         if (error.name or "").partition(".")[0] not in ("dask", "distributed", "zarr"):
             raise

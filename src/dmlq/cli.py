@@ -1,5 +1,8 @@
 """The ``dmlq`` command line: run and check DxDispatch models, list the operators.
 
+``run`` and ``check`` of a ``.onnx`` model, and ``compare``, belong to the ONNX front end
+(:mod:`dmlq.onnx.cli`, which imports ``onnx`` only when one of them runs).
+
 A subcommand is a function listed in ``SUBCOMMANDS`` that adds its parser, with
 ``set_defaults(handler=...)`` naming its handler: a function taking the parsed arguments and
 returning the exit status. Errors users can hit (a usage error, a DmlError, an output that cannot be
@@ -19,6 +22,7 @@ import argparse
 import io
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -26,8 +30,10 @@ from typing import NoReturn
 from . import __version__
 from .activations import ACTIVATIONS
 from .chunked import add_dequantize, add_quantize
-from .dxdispatch import Verdict, check_model, load_model, run_model
+from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_model
 from .errors import DmlError
+from .onnx.cli import add_compare, names_an_onnx_model
+from .onnx.cli import main as onnx_main
 from .ops import OPERATORS
 from .types import FeatureLevel
 
@@ -38,13 +44,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     _escape_what_cannot_be_encoded()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if _names_an_onnx_model(argv):
-        return _onnx_main(argv)
-    args = build_parser().parse_args(argv)
+    if names_an_onnx_model(argv):
+        return onnx_main(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.handler is None:
+        parser.print_usage(sys.stderr)
+        print("dmlq: error: a command is required; dmlq --help lists them", file=sys.stderr)
+        return 2
     try:
-        status = _handle(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = _handle(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's exit
         return status
+    except KeyboardInterrupt:  # Ctrl-C: a job has removed its partial output on the way here
+        print("dmlq: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
     except BrokenPipeError:  # e.g. `dmlq ops | head`: the reader left, nothing more to say
         _discard_output()
         return 0
@@ -54,29 +70,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _names_an_onnx_model(argv: list[str]) -> bool:
-    """``compare``, and ``run``/``check`` of a ``.onnx`` file, belong to the ONNX front end (dmlq.onnx)."""
-    return bool(argv) and (
-        argv[0] == "compare"
-        or (argv[0] in ("run", "check") and any(arg.endswith(".onnx") for arg in argv[1:]))
-    )
-
-
-def _onnx_main(argv: list[str]) -> int:
-    try:
-        from .onnx.cli import main as onnx_main
-    except ImportError as error:
-        message = f"ONNX models need the onnx extra (pip install 'dmlq[onnx]'): {error}"
-        print(f"dmlq: error: {message}", file=sys.stderr)
-        return 2
-    return onnx_main(argv)
-
-
 def _escape_what_cannot_be_encoded() -> None:
-    """A model's names may hold lone surrogates ("\\ud800"), which no encoding takes: print them escaped."""
+    """A model's names may hold characters the console's encoding lacks (a legacy Windows code page):
+    print them escaped."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+
+
+def _show_warning(message: Warning | str, *details: object, **more: object) -> None:
+    """A warning is one line on stderr, like an error."""
+    print(f"dmlq: warning: {message}", file=sys.stderr)
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -102,10 +106,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlq",
-        description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models.",
+        description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models; "
+        "run, check and compare ONNX models (MODEL.onnx).",
     )
     parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
-    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
+    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_subcommand in SUBCOMMANDS:
         add_subcommand(subcommands)
     return parser
@@ -131,7 +137,7 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_run(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
-        "run", help="execute a DxDispatch model",
+        "run", help="execute a DxDispatch model (a MODEL.onnx: dmlq run MODEL.onnx --help)",
         description="Execute a DxDispatch model: compile every dispatchable at the feature level, then run "
         "the commands (dispatch, print, writeFile) in order. writeFile targets are relative to the "
         "working directory; sourcePath files are looked up next to the model, then there.",
@@ -150,22 +156,31 @@ def _run(args: argparse.Namespace) -> int:
 
 def _add_check(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
-        "check", help="validate a model's dispatchables at a feature level",
+        "check", help="validate a model's dispatchables at a feature level (a MODEL.onnx: its nodes)",
         description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
-        "lowest level that accepts it. Exit status: 0 when all are valid, 1 when any is not, "
-        "2 on usage and file errors.",
+        "lowest level that accepts it; bind every dispatch command's resources as run would (buffer "
+        "sizes, offsets, alignment, overlaps) and warn of a scale of 0 in the initial values. Exit "
+        "status: 0 when all are valid, 1 when any is not, 2 on usage and file errors.",
     )  # fmt: skip
     _add_model_arguments(parser)
     parser.set_defaults(handler=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
-    verdicts = check_model(load_model(args.model), args.feature_level)
+    model = load_model(args.model)
+    verdicts = check_model(model, args.feature_level)
+    bindings = check_bindings(model, args.feature_level)
     for verdict in verdicts:
         print(_describe(verdict, args.feature_level))
+    for problem in bindings.problems:
+        print(problem)
+    for warning in bindings.warnings:
+        _show_warning(warning)
     valid = sum(verdict.valid for verdict in verdicts)
     print(f"{valid} of {len(verdicts)} dispatchables valid at feature level {args.feature_level}")
-    return 0 if valid == len(verdicts) else 1
+    if not bindings.valid:
+        print(f"{len(bindings.problems)} dispatch command(s) cannot bind their resources")
+    return 0 if valid == len(verdicts) and bindings.valid else 1
 
 
 def _describe(verdict: Verdict, level: FeatureLevel) -> str:
@@ -213,5 +228,5 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_run, _add_check, _add_ops, add_quantize, add_dequantize,
+    _add_run, _add_check, add_compare, _add_ops, add_quantize, add_dequantize,
 ]  # fmt: skip

@@ -151,11 +151,18 @@ class CompiledOperator:
         the two tensors' strides); it is then computed as if every input was read first.
         OWNED_BY_DML inputs take None: :meth:`initialize` bound them.
         """
+        views, out = self.bind(inputs, outputs)
+        self.run_arrays(views, out)
+
+    def bind(
+        self, inputs: Sequence[object | None], outputs: Sequence[object]
+    ) -> tuple[dict[str, np.ndarray | None], np.ndarray]:
+        """Every buffer checked as :meth:`execute` checks it, without computing: the input views by
+        field name and the output view."""
         try:
-            views, out = self._bind_all(inputs, outputs)
+            return self._bind_all(inputs, outputs)
         except DmlError as error:
             raise _refusal(str(error), self._device.feature_level) from None
-        self.run_arrays(views, out)
 
     def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
         """Compute on ndarrays shaped like the descriptions, or broadcasting to them as NumPy operands

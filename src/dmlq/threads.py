@@ -1,7 +1,8 @@
 """How many threads dmlq's compiled kernels use.
 
 The default is the number of cores this process may run on, or the environment variable
-``DMLQ_NUM_THREADS`` when it is set (read once, at import). Results do not depend on the thread
+``DMLQ_NUM_THREADS`` when it is set (read once, at import; a value that is not a positive integer
+is a one-line RuntimeWarning, and the default applies). Results do not depend on the thread
 count: each output element is computed by one thread with the same arithmetic. Idle threads
 sleep after a short spin (about 0.1 ms), and a forked child process starts threads of its own.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import operator
 import os
+import warnings
 
 from . import _core
 from .errors import DmlError
@@ -64,6 +66,8 @@ def get_num_threads() -> int:
 
 
 def _threads_from_environment() -> int:
+    """The variable's count; a bad value warns and gives the default, so that it cannot stop
+    ``import dmlq`` (and every ``dmlq`` command, ``--help`` included)."""
     value = os.environ.get(ENVIRONMENT_VARIABLE)
     if value is None or not value.strip():
         return available_cores()
@@ -72,7 +76,11 @@ def _threads_from_environment() -> int:
     except ValueError:
         threads = 0
     if threads < 1:
-        raise DmlError(f"{ENVIRONMENT_VARIABLE}: {value!r} is not a positive integer")
+        default = available_cores()
+        # Placed at the variable, not at a source line: the warning is one line, the variable its cause.
+        warnings.warn_explicit(f"{value!r} is not a positive integer; using the default, {default} threads",
+                               RuntimeWarning, ENVIRONMENT_VARIABLE, 0, module=__name__)  # fmt: skip
+        return default
     return threads
 
 

@@ -1,28 +1,39 @@
 """``dmlq run|check|compare MODEL.onnx``: the ONNX front end on the command line.
 
-Errors are one line on stderr and exit status 2, as for dmlq's other commands; nothing is written
-unless the whole run succeeded. ``check`` exits 1 when a node is invalid at the feature level.
+``compare`` is one of ``dmlq``'s subcommands (:func:`add_compare`); ``run`` and ``check`` of a
+``.onnx`` model come here through :func:`names_an_onnx_model` and :func:`main`, the DxDispatch
+front end keeping them for ``.json`` models. Nothing here imports ``onnx`` until a command runs, so
+``dmlq --help`` lists ``compare`` without the extra. Errors are one line on stderr and exit status
+2, as for dmlq's other commands; nothing is written unless the whole run succeeded. ``check``
+exits 1 when a node is invalid at the feature level.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from types import ModuleType
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
 from ..errors import DmlError
 from ..types import FeatureLevel
-from .checking import Verdict, check
-from .comparing import compare
-from .loading import load
-from .running import run
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from .checking import Verdict
+
+__all__ = ["add_compare", "main", "names_an_onnx_model"]
+
+COMMANDS = {
+    "run": "compute the model's outputs (mapped nodes on dmlq, others on onnxruntime CPU)",
+    "check": "name each node's DirectML operator and whether the feature level accepts it",
+    "compare": "compare with onnxruntime's CPU provider, per graph output and per node",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,14 +41,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def names_an_onnx_model(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``run`` or ``check`` of a ``.onnx`` model: this front end's, not DxDispatch's."""
+    return bool(argv) and argv[0] in ("run", "check") and any(arg.endswith(".onnx") for arg in argv[1:])
+
+
 def main(argv: Sequence[str]) -> int:
-    """Run ``dmlq run|check|compare MODEL.onnx ...``; return the exit status."""
-    args = _parser().parse_args(argv)
+    """Run ``dmlq run|check MODEL.onnx ...``; return the exit status."""
+    parser = _Parser(prog="dmlq", description="Run and check ONNX models as DirectML computes them.")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for name in ("run", "check"):
+        _add_command(commands, name)
+    args = parser.parse_args(argv)
     try:
         return args.handler(args)
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
+
+
+def add_compare(subcommands: argparse._SubParsersAction) -> None:
+    """``dmlq compare``, as one of the command line's subcommands."""
+    _add_command(subcommands, "compare")
 
 
 def _feature_level(text: str) -> FeatureLevel:
@@ -47,45 +72,45 @@ def _feature_level(text: str) -> FeatureLevel:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dmlq", description="Run, check and compare ONNX models as DirectML computes them.")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    for name, handler, text in (
-        ("run", _run, "compute the model's outputs (mapped nodes on dmlq, others on onnxruntime CPU)"),
-        ("check", _check, "name each node's DirectML operator and whether the feature level accepts it"),
-        ("compare", _compare, "compare with onnxruntime's CPU provider, per graph output and per node"),
-    ):
-        command = commands.add_parser(name, help=text, description=text)
-        command.add_argument("model", type=Path, metavar="MODEL.onnx")
+def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
+    command = subcommands.add_parser(name, help=f"ONNX: {COMMANDS[name]}", description=COMMANDS[name])
+    command.add_argument("model", type=Path, metavar="MODEL.onnx")
+    command.add_argument(
+        "--feature-level",
+        "-l",
+        type=_feature_level,
+        default=FeatureLevel.newest(),
+        metavar="L",
+        help=f"DirectML feature level (default: {FeatureLevel.newest()})",
+    )
+    if name != "check":
         command.add_argument(
-            "--feature-level",
-            "-l",
-            type=_feature_level,
-            default=FeatureLevel.newest(),
-            metavar="L",
-            help=f"DirectML feature level (default: {FeatureLevel.newest()})",
+            "--input",
+            "-i",
+            action="append",
+            default=[],
+            metavar="NAME=FILE.npy",
+            help="an input from a .npy file (repeat for each input)",
         )
-        if name != "check":
-            command.add_argument(
-                "--input",
-                "-i",
-                action="append",
-                default=[],
-                metavar="NAME=FILE.npy",
-                help="an input from a .npy file (repeat for each input)",
-            )
-        if name == "run":
-            command.add_argument(
-                "--output-dir",
-                "-o",
-                type=Path,
-                metavar="DIR",
-                help="write each output to DIR/NAME.npy (default: print them)",
-            )
-        if name == "compare":
-            command.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default: 0)")
-        command.set_defaults(handler=handler)
-    return parser
+    if name == "run":
+        command.add_argument(
+            "--output-dir",
+            "-o",
+            type=Path,
+            metavar="DIR",
+            help="write each output to DIR/NAME.npy (default: print them)",
+        )
+    if name == "compare":
+        command.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default: 0)")
+    command.set_defaults(handler={"run": _run, "check": _check, "compare": _compare}[name])
+
+
+def _front_end(module: str) -> ModuleType:
+    """A module of dmlq.onnx, imported when a command runs (it needs the onnx extra)."""
+    try:
+        return importlib.import_module(f"{__package__}.{module}")
+    except ImportError as error:
+        raise DmlError(f"ONNX models need the onnx extra (pip install 'dmlq[onnx]'): {error}") from None
 
 
 def _inputs(pairs: list[str]) -> dict[str, np.ndarray]:
@@ -102,7 +127,8 @@ def _inputs(pairs: list[str]) -> dict[str, np.ndarray]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    outputs = run(load(args.model), _inputs(args.input), args.feature_level)
+    model = _front_end("loading").load(args.model)
+    outputs = _front_end("running").run(model, _inputs(args.input), args.feature_level)
     if args.output_dir is None:
         for name, value in outputs.items():
             print(f"{name}: {value.dtype} {list(value.shape)}")
@@ -123,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    verdicts = check(load(args.model), args.feature_level)
+    verdicts = _front_end("checking").check(_front_end("loading").load(args.model), args.feature_level)
     rows = [_verdict_row(verdict) for verdict in verdicts]
     print(
         _table(
@@ -168,7 +194,10 @@ def _verdict_row(verdict: Verdict) -> tuple[str, ...]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    report = compare(load(args.model), _inputs(args.input), seed=args.seed, feature_level=args.feature_level)
+    model = _front_end("loading").load(args.model)
+    report = _front_end("comparing").compare(
+        model, _inputs(args.input), seed=args.seed, feature_level=args.feature_level
+    )
     print(report.table())
     return 0
 

@@ -1,0 +1,141 @@
+"""Dispatchables' ``desc`` objects to dmlq.ops descriptions, and validation errors back to JSON paths."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+from .. import ops
+from ..activations import ACTIVATIONS, Activation
+from ..errors import DmlError
+from ..ops import OperatorDesc
+from ..tensor import TensorDesc
+from ..types import TensorFlags
+from .reading import Node, one_of, parse_data_type, parse_flags
+
+TENSOR_FLAGS = dict(TensorFlags.__members__)
+
+
+_BUFFER_FIELDS = ("DataType", "Sizes", "Strides", "Flags", "DimensionCount", "TotalTensorSizeInBytes",
+                  "GuaranteedBaseOffsetAlignment")  # fmt: skip
+
+
+def operator_class(node: Node) -> type[OperatorDesc]:
+    try:
+        return ops.by_type_name(node.string())
+    except KeyError:
+        known = one_of([cls.TYPE_NAME for cls in ops.OPERATORS])
+        raise node.error(f"unknown operator (dmlq runs {known})") from None
+
+
+def _camel(snake: str) -> str:
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+def dml_field_name(cls: type[OperatorDesc], name: str) -> str:
+    """The DirectML name of a description field: ``a_scale`` -> ``AScaleTensor``.
+
+    >>> dml_field_name(ops.ElementWiseAdd1, "a"), dml_field_name(ops.ElementWiseAdd1, "fused_activation")
+    ('ATensor', 'FusedActivation')
+    """
+    tensor_names = {tensor_field.name: tensor_field.dml_name for tensor_field in cls.FIELDS}
+    return tensor_names.get(name, _camel(name))
+
+
+def parse_operator_desc(cls: type[OperatorDesc], node: Node) -> OperatorDesc:
+    """``desc``: the tensors by their DirectML names (an optional one may be left out), and
+    ``FusedActivation`` where the operator has one."""
+    tensors = {tensor_field.dml_name: tensor_field for tensor_field in cls.FIELDS}
+    others = {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name in _FIELD_PARSERS}
+    fields = node.fields([*tensors, *others])
+    values = {}
+    for dml_name, tensor_field in tensors.items():
+        if dml_name in fields:
+            values[tensor_field.name] = _parse_tensor_desc(fields[dml_name])
+        elif not any(row.tensors[tensor_field.name].optional for row in cls.SUPPORT):
+            raise node.error(f"missing field '{dml_name}'")
+    for dml_name, name in others.items():
+        if dml_name in fields:
+            values[name] = _FIELD_PARSERS[name](fields[dml_name])
+    return cls(**values)
+
+
+def _parse_tensor_desc(node: Node) -> TensorDesc:
+    """``DML_TENSOR_DESC``, flat or as ``{ "Type": "BUFFER", "Desc": { ... } }``."""
+    nested = isinstance(node.value, dict) and "Desc" in node.value
+    required = ("DataType", "Sizes")
+    outer = node.fields(("Type", "Desc") if nested else ("Type", *_BUFFER_FIELDS), () if nested else required)
+    if "Type" in outer and outer["Type"].string().removeprefix("DML_TENSOR_TYPE_") != "BUFFER":
+        raise outer["Type"].error("expected BUFFER, DirectML's only tensor type")
+    fields = outer["Desc"].fields(_BUFFER_FIELDS, required) if nested else outer
+    sizes = tuple(item.unsigned() for item in fields["Sizes"].elements())
+    strides = tuple(item.unsigned() for item in fields["Strides"].elements()) if "Strides" in fields else ()
+    if "DimensionCount" in fields and fields["DimensionCount"].unsigned() != len(sizes):
+        raise fields["DimensionCount"].error(f"differs from the {len(sizes)} Sizes")
+    flags = parse_flags(fields["Flags"], "DML_TENSOR_FLAG_", TENSOR_FLAGS) if "Flags" in fields else 0
+    total = fields["TotalTensorSizeInBytes"].unsigned(64) if "TotalTensorSizeInBytes" in fields else 0
+    alignment_node = fields.get("GuaranteedBaseOffsetAlignment")
+    return TensorDesc(
+        parse_data_type(fields["DataType"]), sizes,
+        strides=strides or None,  # DxDispatch: no strides (or none listed) means packed
+        total_tensor_size_in_bytes=total or None,  # 0 means: computed from sizes and strides
+        flags=flags,
+        guaranteed_base_offset_alignment=alignment_node.unsigned() if alignment_node else 0,
+    )  # fmt: skip
+
+
+def _parse_activation(node: Node) -> Activation:
+    """``FusedActivation``: ``{ "Type": "ACTIVATION_ELU", "Alpha": 0.5 }`` or with ``"Desc": {...}``.
+
+    Every parameter is required, as DxDispatch requires them.
+    """
+    members = node.entries()
+    type_key = "Type" if "Type" in members else "type"
+    if type_key not in members:
+        raise node.error("missing field 'Type'")
+    cls = _activation_class(members[type_key])
+    desc_key = next((key for key in ("Desc", "desc") if key in members), None)
+    if desc_key:
+        node.fields((type_key, desc_key))
+        parameters = members[desc_key].fields(cls.DML_FIELDS, required=cls.DML_FIELDS)
+    else:
+        parameters = node.fields((type_key, *cls.DML_FIELDS), required=cls.DML_FIELDS)
+    return cls(**{
+        f.name: parameters[dml_name].number()
+        for f, dml_name in zip(dataclasses.fields(cls), cls.DML_FIELDS)
+    })  # fmt: skip
+
+
+def _activation_class(node: Node) -> type[Activation]:
+    bare = node.string().removeprefix("DML_OPERATOR_")
+    for cls in ACTIVATIONS.values():
+        if cls.TYPE_NAME == bare:
+            return cls
+    known = one_of([cls.TYPE_NAME for cls in ACTIVATIONS.values()])
+    raise node.error(f"not an activation DirectML fuses (expected one of {known})")
+
+
+_FIELD_PARSERS: dict[str, Callable[[Node], object]] = {"fused_activation": _parse_activation}
+
+
+def relocated_error(
+    error: DmlError, cls: type[OperatorDesc], field_path: Callable[[str], str], default_path: str
+) -> DmlError:
+    """``error`` with its head (``ElementWiseAdd1.a``, ``... inputs[0] (a)``) replaced by a JSON path."""
+    message = str(error)
+    head, separator, rule = message.partition(": ")
+    if not separator or not head.startswith(cls.__name__):
+        return DmlError(f"{default_path}: {message}")
+    for f in dataclasses.fields(cls):
+        if head == f"{cls.__name__}.{f.name}" or head.endswith(f"({f.name})"):
+            return DmlError(f"{field_path(f.name)}: {_model_field_names(rule)}")
+    return DmlError(f"{default_path}: {rule}")
+
+
+_TENSOR_DESC_FIELD = re.compile(rf"^({'|'.join(f.name for f in dataclasses.fields(TensorDesc))})\b")
+
+
+def _model_field_names(rule: str) -> str:
+    """A tensor rule names a TensorDesc field (``sizes[3] = 0 ...``) by its name in the model (``Sizes``)."""
+    return _TENSOR_DESC_FIELD.sub(lambda match: _camel(match[1]), rule)
