@@ -13,6 +13,7 @@ import pytest
 from onnx import helper
 
 import dmlq.onnx as dx
+from dmlq import TensorFlags
 from dmlq.onnx.mapping import Spec
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
 from dmlq.onnx.running import execute, stages
@@ -123,6 +124,21 @@ def test_qlinear_matmul(opset, b_type, per_column, rng) -> None:
     node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
     proto = model([node], {"a": a, "b": b}, constants, ["y"], opset)
     verify(proto, {"a": a, "b": b}, "QUANTIZED_LINEAR_MATRIX_MULTIPLY")
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_a_constant_b_is_owned_by_dml_and_bound_once(constant, rng) -> None:
+    a, b = byte_data(rng, U8, (3, 8)), byte_data(rng, I8, (8, 5))
+    scales = {"sa": F32(0.05), "za": U8(120), "sb": F32(0.02), "zb": I8(0), "sy": F32(0.5), "zy": U8(128)}
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    feeds = {"a": a} if constant else {"a": a, "b": b}
+    loaded = dx.load(model([node], feeds, {**scales, **({"b": b} if constant else {})}, ["y"], 21))
+    values = {}
+    execute(loaded, feeds, keep=values)
+    assert assert_steps_match_numpy_layer(loaded, values) == 1
+    (compiled,) = [found[1] for key, found in loaded.cache.items() if key[0] == "compiled"]
+    assert bool(compiled.desc.b.flags & TensorFlags.OWNED_BY_DML) == constant
+    np.testing.assert_array_equal(execute(loaded, feeds)["y"], values["y"])  # run again: B stays bound
 
 
 def test_pair_saturation_is_what_int16_pair_sums_take_off(rng) -> None:
