@@ -24,15 +24,33 @@ from onnx import TensorProto, helper, numpy_helper
 import dmlq
 from dmlq import DataType, Device, TensorDesc, ops
 
-OPERATORS = {"QuantizeLinear": "quantizelinear", "DequantizeLinear": "dequantizelinear",
-             "QLinearMatMul": "qlinearmatmul", "Add": "add"}  # fmt: skip
+OPERATORS = {
+    "QuantizeLinear": "quantizelinear",
+    "DequantizeLinear": "dequantizelinear",
+    "QLinearMatMul": "qlinearmatmul",
+    "Add": "add",
+}
 PREFIXES = tuple(f"test_{module}" for module in OPERATORS.values())
 BYTE_OUTPUTS = {TensorProto.UINT8, TensorProto.INT8}
-DEQUANTIZE_INPUTS = {TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16, TensorProto.INT16,
-                     TensorProto.UINT32, TensorProto.INT32}  # fmt: skip
+DEQUANTIZE_INPUTS = {
+    TensorProto.UINT8,
+    TensorProto.INT8,
+    TensorProto.UINT16,
+    TensorProto.INT16,
+    TensorProto.UINT32,
+    TensorProto.INT32,
+}
 FLOAT_ADD = {TensorProto.FLOAT, TensorProto.FLOAT16}
-INTEGER_ADD = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
-               TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}  # fmt: skip
+INTEGER_ADD = {
+    TensorProto.INT8,
+    TensorProto.INT16,
+    TensorProto.INT32,
+    TensorProto.INT64,
+    TensorProto.UINT8,
+    TensorProto.UINT16,
+    TensorProto.UINT32,
+    TensorProto.UINT64,
+}
 
 
 @dataclass
@@ -166,8 +184,12 @@ def run_add(case: Case, a, b) -> np.ndarray:
     return out
 
 
-RUNNERS = {"QuantizeLinear": run_quantize, "DequantizeLinear": run_dequantize, "QLinearMatMul": run_matmul,
-           "Add": run_add}  # fmt: skip
+RUNNERS = {
+    "QuantizeLinear": run_quantize,
+    "DequantizeLinear": run_dequantize,
+    "QLinearMatMul": run_matmul,
+    "Add": run_add,
+}
 
 CASES = load_cases()
 PARAMS = [

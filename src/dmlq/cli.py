@@ -1,5 +1,8 @@
 """The ``dmlq`` command line: run and check DxDispatch models, list the operators.
 
+``run`` and ``check`` of a ``.onnx`` model, and ``compare``, belong to the ONNX front end
+(:mod:`dmlq.onnx.cli`, which imports ``onnx`` only when one of them runs).
+
 A subcommand is a function listed in ``SUBCOMMANDS`` that adds its parser, with
 ``set_defaults(handler=...)`` naming its handler: a function taking the parsed arguments and
 returning the exit status. Errors users can hit (a usage error, a DmlError, an output that cannot be
@@ -29,6 +32,8 @@ from .activations import ACTIVATIONS
 from .chunked import add_dequantize, add_quantize
 from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_model
 from .errors import DmlError
+from .onnx.cli import add_compare, names_an_onnx_model
+from .onnx.cli import main as onnx_main
 from .ops import OPERATORS
 from .types import FeatureLevel
 
@@ -38,6 +43,9 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     _escape_what_cannot_be_encoded()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if names_an_onnx_model(argv):
+        return onnx_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.handler is None:
@@ -98,7 +106,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlq",
-        description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models.",
+        description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models; "
+        "run, check and compare ONNX models (MODEL.onnx).",
     )
     parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
     parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
@@ -128,7 +137,7 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_run(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
-        "run", help="execute a DxDispatch model",
+        "run", help="execute a DxDispatch model (a MODEL.onnx: dmlq run MODEL.onnx --help)",
         description="Execute a DxDispatch model: compile every dispatchable at the feature level, then run "
         "the commands (dispatch, print, writeFile) in order. writeFile targets are relative to the "
         "working directory; sourcePath files are looked up next to the model, then there.",
@@ -147,7 +156,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _add_check(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
-        "check", help="validate a model's dispatchables at a feature level",
+        "check", help="validate a model's dispatchables at a feature level (a MODEL.onnx: its nodes)",
         description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
         "lowest level that accepts it; bind every dispatch command's resources as run would (buffer "
         "sizes, offsets, alignment, overlaps) and warn of a scale of 0 in the initial values. Exit "
@@ -219,5 +228,5 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_run, _add_check, _add_ops, add_quantize, add_dequantize,
+    _add_run, _add_check, add_compare, _add_ops, add_quantize, add_dequantize,
 ]  # fmt: skip

@@ -51,7 +51,8 @@ class Dispatch:
         """The operator's views of the bound resources, checked as execution checks them; a DmlError
         names the binding's JSON path."""
         desc = self.dispatchable.desc
-        inputs = [self._buffer(tensor_field) for tensor_field in desc.input_fields()]
+        initialized = self.dispatchable.initialized  # bound once, by the operator's initializer
+        inputs = [None if f.dml_name in initialized else self._buffer(f) for f in desc.input_fields()]
         outputs = [self._buffer(tensor_field) for tensor_field in desc.output_fields()]
         try:
             return operator.bind(inputs, outputs)
@@ -70,14 +71,8 @@ class Dispatch:
         return self.dispatchable.initialized.get(dml_name) or self.bindings.get(dml_name)
 
     def _buffer(self, tensor_field: TensorField) -> np.ndarray | None:
-        """The bound resource's memory; None for an absent tensor and for an OWNED_BY_DML input,
-        which the operator's initialize bound."""
-        binding = self.bindings.get(tensor_field.dml_name)
-        return (
-            None
-            if binding is None or tensor_field.dml_name in self.dispatchable.initialized
-            else binding.view
-        )
+        binding = self._binding(tensor_field.dml_name)
+        return None if binding is None else binding.view
 
     def _binding_path(self, name: str) -> str:
         binding = self._binding(dml_field_name(type(self.dispatchable.desc), name))

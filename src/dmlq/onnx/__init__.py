@@ -1,0 +1,41 @@
+"""ONNX models in, DirectML's numbers out (extra ``onnx``: ``pip install dmlq[onnx]``).
+
+:func:`load` reads and checks a model; :func:`check` names, per node, the DirectML operator
+onnxruntime's DirectML provider would run, whether it is valid at a feature level and the lowest
+level that accepts it; :func:`run` computes the model with dmlq's operators where the provider uses
+them and onnxruntime CPU elsewhere; :func:`compare` sets that against onnxruntime's CPU provider,
+per graph output and per node, with the known causes of each difference.
+
+Its names load on first use (PEP 562), so that the command line's parser (:mod:`.cli`) can list
+``dmlq compare`` without importing ``onnx``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["OTHER", "Difference", "Model", "Report", "Verdict", "check", "compare", "load", "run"]
+
+_HOMES = {
+    "OTHER": "running",
+    "run": "running",
+    "Difference": "comparing",
+    "Report": "comparing",
+    "compare": "comparing",
+    "Model": "loading",
+    "load": "loading",
+    "Verdict": "checking",
+    "check": "checking",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
