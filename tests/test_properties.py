@@ -327,7 +327,7 @@ WRONG_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int
 
 
 @SETTINGS
-@given(descriptions(), st.sampled_from(WRONG_DTYPES), st.data())
+@given(descriptions(BYTE_ADDRESSED), st.sampled_from(WRONG_DTYPES), st.data())  # 4-bit: test_int4_device.py
 def test_an_ndarray_of_another_dtype_is_refused_naming_its_binding(case, dtype: str, data) -> None:
     """Typed ndarrays bind only to their own data type (uint8 ones are raw bytes for any tensor)."""
     desc, level = case
