@@ -123,7 +123,7 @@ def numpy_layer(step: Step, values: dict[str, np.ndarray]) -> np.ndarray:
 
 def assert_steps_match_numpy_layer(loaded, values: dict[str, np.ndarray]) -> int:
     """Every mapped step's output equals the NumPy layer's bit for bit; returns how many were checked."""
-    from dmlq.onnx.running import stages
+    from dmlq.onnx.staging import stages
 
     checked = 0
     for stage in stages(loaded):

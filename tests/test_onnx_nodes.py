@@ -16,7 +16,8 @@ import dmlq.onnx as dx
 from dmlq import TensorFlags
 from dmlq.onnx.mapping import Spec
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
-from dmlq.onnx.running import execute, stages
+from dmlq.onnx.running import execute
+from dmlq.onnx.staging import stages
 from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
 
 U8, I8, F32, F16 = np.uint8, np.int8, np.float32, np.float16

@@ -17,7 +17,7 @@ import importlib
 __all__ = ["OTHER", "Difference", "Model", "Report", "Verdict", "check", "compare", "load", "run"]
 
 _HOMES = {
-    "OTHER": "running",
+    "OTHER": "staging",
     "run": "running",
     "Difference": "comparing",
     "Report": "comparing",

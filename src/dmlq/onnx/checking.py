@@ -16,7 +16,7 @@ from ..errors import DmlError
 from ..types import FeatureLevel
 from .loading import Model, load
 from .mapping import Spec, Step, node_name
-from .running import OTHER, stages
+from .staging import OTHER, stages
 
 __all__ = ["Verdict", "check", "refuse_invalid"]
 

@@ -35,7 +35,8 @@ from ..ops import (
 from .loading import Model, load
 from .mapping import Step
 from .ort_int8 import pair_saturation, u8s8_saturates
-from .running import OTHER, checked_inputs, execute, ort_session, stages
+from .running import checked_inputs, execute, ort_session
+from .staging import OTHER, stages
 
 __all__ = ["Difference", "Report", "compare", "random_inputs"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -21,63 +20,14 @@ from ..errors import DmlError
 from ..ops import QuantizedLinearMatrixMultiply
 from ..threads import get_num_threads
 from ..types import FeatureLevel, TensorFlags
+from .checking import refuse_invalid
 from .loading import Model, load
-from .mapping import Described, Spec, Step, plan
+from .mapping import Described, Spec, Step
+from .staging import Stage, stages
 
-__all__ = ["OTHER", "Stage", "execute", "run", "stages"]
+__all__ = ["execute", "run"]
 
-OTHER = "not a DirectML operator of dmlq: computed by onnxruntime CPU"
 OWNED_B = {QuantizedLinearMatrixMultiply: 3}  # the operand a constant weight binds at initialization
-
-
-@dataclass(frozen=True)
-class Stage:
-    """Consecutive steps executed together: one mapped step, or other steps in one ORT session."""
-
-    steps: tuple[Step, ...]
-    outputs: tuple[str, ...]
-    inputs: tuple[str, ...]  # the values it reads that are neither its own nor the model's initializers
-
-    @property
-    def mapped(self) -> bool:
-        return self.steps[0].mapped
-
-
-def stages(model: Model) -> list[Stage]:
-    """The plan grouped for execution (kept with the model)."""
-    found = model.cache.get("stages")
-    if found is None:
-        found = model.cache["stages"] = _group(plan(model), set(model.output_names), set(model.initializers))
-    return found
-
-
-def _group(steps: list[Step], graph_outputs: set[str], initializers: set[str]) -> list[Stage]:
-    runs: list[list[Step]] = []
-    for step in steps:
-        if runs and not step.mapped and not runs[-1][0].mapped:
-            runs[-1].append(step)
-        else:
-            runs.append([step])
-    result = []
-    for index, run_steps in enumerate(runs):
-        later = set(graph_outputs)
-        for following in runs[index + 1 :]:
-            for step in following:
-                later.update(step.inputs)
-        produced = [name for step in run_steps for name in step.outputs]
-        inputs = _outside_inputs(run_steps, initializers)
-        result.append(Stage(tuple(run_steps), tuple(name for name in produced if name in later), inputs))
-    return result
-
-
-def _outside_inputs(steps: list[Step], initializers: set[str]) -> tuple[str, ...]:
-    produced = {name for step in steps for name in step.outputs}
-    names: dict[str, None] = {}
-    for step in steps:
-        for name in step.inputs:
-            if name and name not in produced and name not in initializers:
-                names[name] = None
-    return tuple(names)
 
 
 def run(
@@ -107,8 +57,6 @@ def execute(
     model: Model, inputs: Mapping[str, object], feature_level=None, keep: dict[str, np.ndarray] | None = None
 ) -> dict[str, np.ndarray]:
     """:func:`run` on a loaded model; every value computed goes into ``keep`` when given."""
-    from .checking import refuse_invalid  # checking builds on running's stages
-
     level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
     given = checked_inputs(model, inputs)
     checked = ("checked", level, tuple((name, value.dtype.str, value.shape) for name, value in given.items()))
