@@ -4,7 +4,7 @@
 
 Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
 and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table.
-The dmlq measured is the one of this work tree (its ``src`` comes first on the path).
+The dmlq measured is the one Python imports: this work tree's after ``pip install -e .``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parent / "src"
-sys.path[:0] = [str(HERE), str(SOURCE)]
+sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 from dmlq_bench import cases, data, memory, report  # noqa: E402
@@ -166,7 +165,7 @@ def build_cases(args: argparse.Namespace, onnx_routes: ModuleType | None,
 
 
 def measure_memory(elements: int) -> dict[str, dict[str, Any]]:
-    pythonpath = os.pathsep.join([str(HERE), str(SOURCE), os.environ.get("PYTHONPATH", "")])
+    pythonpath = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
     return {op: memory.measure(op, elements, pythonpath) for op in cases.ELEMENTWISE}
 
 

@@ -36,11 +36,9 @@ import dask.array as da
 import numpy as np
 import zarr
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parent / "src"
-sys.path.insert(0, str(SOURCE))
+import dmlq
 
-import dmlq  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 ZARR_CHUNKS = (1024, 2048)  # 8 MiB of float32
 COLUMNS = 65536
@@ -80,9 +78,8 @@ def run(command: list[str]) -> tuple[float, int]:
     The peak is the child's own VmHWM, polled: ``wait4``'s ru_maxrss would count the pages a
     forked child shares with this (larger) process before its exec.
     """
-    environment = {**os.environ, "PYTHONPATH": str(SOURCE)}
     start = time.perf_counter()
-    process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     while process.poll() is None:
         peak = max(peak, _high_water_mark(process.pid))
