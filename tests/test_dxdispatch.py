@@ -7,7 +7,6 @@ import io
 import json
 import os
 import re
-import time
 
 import numpy as np
 import pytest
@@ -134,14 +133,13 @@ def test_a_repeated_member_is_refused():
         parse_model('{"resources": {"A": {}, "A": {}}}', source="m.json")
 
 
-def test_a_large_model_parses_fast():
-    """200 000 inline values (1.7 MB of text) parse in well under the second the CLI promises."""
+def test_a_large_model_keeps_every_inline_value():
+    """200 000 inline values (1.7 MB of text; benchmarks/dxdispatch_check.py times it) read exactly."""
+    expected = np.linspace(-10, 10, 200_000).round(4).astype(np.float32)
     values = ", ".join(f"{v:.4f}" for v in np.linspace(-10, 10, 200_000))
     text = f'{{"resources": {{"A": {{"initialValuesDataType": "FLOAT32", "initialValues": [{values}]}}}},'
     text += '"dispatchables": {}, "commands": []}'
-    start = time.perf_counter()
-    model = parse_model(text)
-    assert time.perf_counter() - start < 1.0 and model.resources["A"].initialized_values().size == 200_000
+    assert np.array_equal(parse_model(text).resources["A"].initialized_values(), expected)
 
 
 @pytest.mark.parametrize("member", ["resources", "dispatchables", "commands"])
