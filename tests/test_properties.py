@@ -19,7 +19,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from conftest import element_offsets
-from dmlq import DataType, Device, DmlError, FeatureLevel, QuantizationType, TensorDesc, activations, ops
+from dmlq import (
+    DataType,
+    Device,
+    DmlError,
+    FeatureLevel,
+    QuantizationType,
+    TensorDesc,
+    TensorFlags,
+    activations,
+    ops,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -307,7 +317,12 @@ def test_execute_writes_only_the_output_elements_and_keeps_inputs(case, seed: in
     output = desc.output
     raw, view = aligned_buffer(rng, output.addressed_bytes, output.guaranteed_base_offset_alignment)
     untouched = raw.copy()
-    op.execute([None if b is None else b[1] for b in inputs], [view])
+    owned = owned_by_dml(desc)
+    buffers = [None if b is None else b[1] for b in inputs]
+    if owned:  # bound once, by the operator's initializer; execute then takes None in their places
+        event("OWNED_BY_DML inputs")
+        op.initialize([buffer if index in owned else None for index, buffer in enumerate(buffers)])
+    op.execute([None if index in owned else buffer for index, buffer in enumerate(buffers)], [view])
     for buffer, copy in zip(inputs, before):
         assert buffer is None or np.array_equal(buffer[0], copy)
     packed = packed_result(desc, level, [None if b is None else b[1] for b in inputs])
@@ -315,12 +330,18 @@ def test_execute_writes_only_the_output_elements_and_keeps_inputs(case, seed: in
     written = np.zeros(raw.size, bool)
     written[view.ctypes.data - raw.ctypes.data + element_bytes(output)] = True
     assert np.array_equal(raw[~written], untouched[~written])
-    if desc.IN_PLACE and desc.a == output:
+    if desc.IN_PLACE and desc.a == output and not owned:
         event("in place")
         in_place = inputs[0][1]
         op.execute([in_place, inputs[1][1]], [in_place])
         same = element_bytes(output)
         assert np.array_equal(in_place[same], view[same])
+
+
+def owned_by_dml(desc: ops.OperatorDesc) -> set[int]:
+    """The positions of the inputs flagged OWNED_BY_DML (bound by ``initialize``, not ``execute``)."""
+    tensors = [getattr(desc, field.name) for field in desc.input_fields()]
+    return {i for i, tensor in enumerate(tensors) if tensor and tensor.flags & TensorFlags.OWNED_BY_DML}
 
 
 WRONG_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint16", ">f4", "bool"]
@@ -332,7 +353,10 @@ def test_an_ndarray_of_another_dtype_is_refused_naming_its_binding(case, dtype: 
     """Typed ndarrays bind only to their own data type (uint8 ones are raw bytes for any tensor)."""
     desc, level = case
     op = compile_or_none(desc, level)
-    tensors = [] if op is None else [(i, f.name, t) for i, (f, t) in enumerate(desc.tensors()) if t]
+    if op is None:
+        return
+    owned = owned_by_dml(desc)
+    tensors = [(i, f.name, t) for i, (f, t) in enumerate(desc.tensors()) if t and i not in owned]
     wrong = [entry for entry in tensors if entry[2].data_type.dtype != np.dtype(dtype)]
     if not wrong:
         return
@@ -342,6 +366,9 @@ def test_an_ndarray_of_another_dtype_is_refused_naming_its_binding(case, dtype: 
                for _, t in desc.tensors()]  # fmt: skip
     buffers[index] = np.zeros(tensor.addressed_bytes // np.dtype(dtype).itemsize + 1, dtype)
     inputs, outputs = buffers[: len(desc.input_fields())], buffers[len(desc.input_fields()) :]
+    if owned:  # their buffers go to initialize, None to execute
+        op.initialize([buffer if i in owned else None for i, buffer in enumerate(inputs)])
+        inputs = [None if i in owned else buffer for i, buffer in enumerate(inputs)]
     position = "outputs[0]" if index >= len(inputs) else f"inputs[{index}]"
     with pytest.raises(DmlError) as refusal:
         op.execute(inputs, outputs)
