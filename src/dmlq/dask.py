@@ -15,8 +15,9 @@ and zero points join its batch dimensions); a dimension that only small operands
 chunk. Each output block is then the NumPy layer's result on the blocks of the data and the
 matching slices of the scales and zero points, which follow the data's chunks. A lone data
 operand keeps its chunks; two data operands chunked differently (``add``, ``quantized_linear_add``,
-and the matrix multiply along K and the batch dimensions) are both rechunked to the common
-refinement of their chunks along each dimension they share.
+and the matrix multiply along its batch dimensions, and along K where ``b`` is split along K)
+are both rechunked to the common refinement of their chunks along each dimension they share; where
+``b`` is one chunk along K, the matrix multiply makes ``a`` one chunk along K too.
 
 >>> import dask.array as da
 >>> x = da.from_array(np.float32([[0.5, 1.5, 2.5], [-1.0, 1.0, 4.0]]), chunks=(1, 2))
