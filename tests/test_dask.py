@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import subprocess
 import sys
 import typing
@@ -214,6 +215,97 @@ def test_matrix_multiply_tiles_like_a_rows_and_b_columns():
     result = dd.quantized_linear_matrix_multiply(a, 0.01, 3, b, 0.02, None, 1.0, None)
     assert result.shape == (2, 3, 9, 8)
     assert result.chunks[-2:] == (a.chunks[-2], b.chunks[-1])
+
+
+# -- B packed once per graph ----------------------------------------------------------------------
+
+
+def weights_case(rng: np.random.Generator, packed: bool) -> tuple[list, list, dict]:
+    """A random matrix multiply (NumPy arguments, keyword arguments) with lazy arguments whose ``b``
+    is one chunk along K (a weight matrix, chunked elsewhere) or, if ``packed``, a PackedMatrix."""
+    _, args, kwargs = matmul_case(rng)
+    lazy_args = lazy_arguments(rng, "quantized_linear_matrix_multiply", args)
+    if packed:
+        lazy_args[3:6] = [dmlq.pack_matrix_multiply_b(*args[3:6]), None, None]
+    else:
+        b = args[3]
+        lazy_args[3] = da.from_array(
+            b, chunks=(*lazy_args[3].chunks[:-2], b.shape[-2], lazy_args[3].chunks[-1])
+        )
+    return lazy_args, args, kwargs
+
+
+def packing_keys(result: da.Array) -> list[tuple]:
+    return [key for key in dict(result.__dask_graph__()) if key[0].startswith("pack_matrix_multiply_b-")]
+
+
+def b_blocks(result: da.Array, b_shape: tuple[int, ...]) -> int:
+    """How many blocks B has in ``result``'s tiling: its N chunks times its batch chunks (those of
+    the result where B's dimension is not a broadcast 1)."""
+    batch = [len(result.chunks[-i]) for i in range(3, len(b_shape) + 1) if b_shape[-i] != 1]
+    return math.prod(batch) * len(result.chunks[-1])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_b_in_one_k_chunk_is_packed_once_per_block_and_the_result_is_bit_identical(seed, monkeypatch):
+    packings = []
+
+    def counted(*args):
+        packings.append(args[0].shape)
+        return pack(*args)
+
+    pack = dmlq.numpy_api.pack_matrix_multiply_b
+    monkeypatch.setattr(dmlq.numpy_api, "pack_matrix_multiply_b", counted)
+    lazy_args, args, kwargs = weights_case(np.random.default_rng(seed), packed=False)
+    expected = dmlq.quantized_linear_matrix_multiply(*args, **kwargs)
+    result = dd.quantized_linear_matrix_multiply(*lazy_args, **kwargs)
+    assert len(packing_keys(result)) == b_blocks(result, args[3].shape)
+    assert result.compute(scheduler="threads").tobytes() == expected.tobytes()
+    assert len(packings) == b_blocks(result, args[3].shape)
+
+
+def test_a_split_along_k_is_rechunked_to_the_one_k_chunk_of_b():
+    rng = np.random.default_rng(5)
+    a, b = byte_values(rng, "uint8", (2, 7, 30)), byte_values(rng, "int8", (30, 9))
+    b_scale, b_zero_point = scales(rng, (1, 9)), byte_values(rng, "int8", (9,))
+    expected = dmlq.quantized_linear_matrix_multiply(a, 0.5, 4, b, b_scale, b_zero_point, 2.0, 7)
+    lazy_a, lazy_b = da.from_array(a, chunks=(1, 3, 11)), da.from_array(b, chunks=(30, 4))
+    result = dd.quantized_linear_matrix_multiply(lazy_a, 0.5, 4, lazy_b, b_scale, b_zero_point, 2.0, 7)
+    assert result.chunks == ((1, 1), (3, 3, 1), (4, 4, 1))
+    assert len(packing_keys(result)) == 3
+    assert result.compute(scheduler="threads").tobytes() == expected.tobytes()
+
+
+def test_b_split_along_k_keeps_the_exact_route_without_packing():
+    b = da.from_array(QB, chunks=(2, 2))
+    result = dd.quantized_linear_matrix_multiply(QA, 0.5, None, b, [0.25, 0.5, 1.0, 2.0], None, 3.0, None)
+    assert not packing_keys(result)
+    expected = dmlq.quantized_linear_matrix_multiply(
+        QA, 0.5, None, QB, [0.25, 0.5, 1.0, 2.0], None, 3.0, None
+    )
+    assert result.compute(scheduler="threads").tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_packed_matrix_as_b_is_one_block_and_the_result_is_bit_identical(seed):
+    lazy_args, args, kwargs = weights_case(np.random.default_rng(seed), packed=True)
+    expected = dmlq.quantized_linear_matrix_multiply(*args, **kwargs)
+    result = dd.quantized_linear_matrix_multiply(*lazy_args, **kwargs)
+    assert len(result.chunks[-1]) == 1 and not packing_keys(result)
+    assert result.compute(scheduler="threads").tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("b_scale, b_zero_point", [(1.0, None), (None, np.int8(0)), (1.0, np.int8(0))])
+def test_a_packed_matrix_with_a_scale_or_zero_point_beside_it_is_refused_like_the_numpy_layer(
+    b_scale, b_zero_point
+):
+    packed = dmlq.pack_matrix_multiply_b(QB, 0.25)
+    args = matmul_args(b=packed, b_scale=b_scale, b_zero_point=b_zero_point)
+    with pytest.raises(dmlq.DmlError) as expected:
+        dmlq.quantized_linear_matrix_multiply(*args)
+    with pytest.raises(dmlq.DmlError) as got:
+        dd.quantized_linear_matrix_multiply(da.from_array(QA, chunks=1), *args[1:])
+    assert str(got.value) == str(expected.value)
 
 
 # -- scales and zero points with more dimensions than the data ---------------------------------
@@ -525,4 +617,13 @@ def test_large_k_on_a_two_worker_local_cluster(client):
     lazy_a = da.from_array(a, chunks=(1, (17_000, 10_000, 7_000)))
     lazy_b = da.from_array(b, chunks=(5_000, 2))
     result = dd.quantized_linear_matrix_multiply(lazy_a, *args[:2], lazy_b, *args[2:])
+    assert client.compute(result).result(timeout=120).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["b one K chunk", "PackedMatrix b"])
+@pytest.mark.parametrize("seed", CLUSTER_SEEDS)
+def test_packed_b_on_a_two_worker_local_cluster(client, packed, seed):
+    lazy_args, args, kwargs = weights_case(np.random.default_rng(seed), packed)
+    expected = dmlq.quantized_linear_matrix_multiply(*args, **kwargs)
+    result = dd.quantized_linear_matrix_multiply(*lazy_args, **kwargs)
     assert client.compute(result).result(timeout=120).tobytes() == expected.tobytes()

@@ -15,8 +15,9 @@ and zero points join its batch dimensions); a dimension that only small operands
 chunk. Each output block is then the NumPy layer's result on the blocks of the data and the
 matching slices of the scales and zero points, which follow the data's chunks. A lone data
 operand keeps its chunks; two data operands chunked differently (``add``, ``quantized_linear_add``,
-and the matrix multiply along K and the batch dimensions) are both rechunked to the common
-refinement of their chunks along each dimension they share.
+and the matrix multiply along its batch dimensions, and along K where ``b`` is split along K)
+are both rechunked to the common refinement of their chunks along each dimension they share; where
+``b`` is one chunk along K, the matrix multiply makes ``a`` one chunk along K too.
 
 >>> import dask.array as da
 >>> x = da.from_array(np.float32([[0.5, 1.5, 2.5], [-1.0, 1.0, 4.0]]), chunks=(1, 2))
@@ -36,6 +37,7 @@ from functools import partial
 
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import numpy_api
@@ -58,10 +60,12 @@ from .numpy_api import (
     _matrix_quantization,
     _operand,
     _output_dtype,
+    _packed_operands,
     _quantize_input,
     _scale,
     _zero_point,
 )
+from .packed import PackedMatrix
 from .reference.requantize import centred, requantize
 
 __all__ = [
@@ -224,26 +228,44 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
 
 
 def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
-                                     b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
+                                     b: ArrayLike | PackedMatrix, b_scale: ArrayLike | None,
+                                     b_zero_point: ArrayLike | None,
                                      output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
                                      dtype: DTypeLike = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_matrix_multiply`, bit-identical for every chunking.
 
-    The result is tiled like ``a``'s M chunks and ``b``'s N chunks. For each tile, the exact
-    int64 products ``(A - AZP) @ (B - BZP)`` of every K chunk are summed over the K chunks, and
-    only that exact sum is requantized, once, with the reference's float64 formula.
+    The result is tiled like ``a``'s M chunks and ``b``'s N chunks. Two routes:
+
+    - ``b`` in one chunk along K (a weight matrix, typically): each B block is packed once per
+      graph, by one :func:`dmlq.pack_matrix_multiply_b` task with its columns' scale and zero
+      point, and every A block (rechunked to one K chunk) multiplies that packing through the
+      NumPy layer, which is bit-identical to the unpacked call.
+    - ``b`` split along K: for each tile, the exact int64 products ``(A - AZP) @ (B - BZP)`` of
+      every K chunk are summed over the K chunks, and only that exact sum is requantized, once,
+      with the reference's float64 formula.
+
+    ``b`` may also be a :class:`dmlq.PackedMatrix`, with ``b_scale`` and ``b_zero_point`` None as
+    in the NumPy layer: it is one B block (``a`` is then one chunk along K and along the batch
+    dimensions it shares with B).
 
     >>> import dask.array as da
     >>> a = da.from_array(np.uint8([[1, 2, 3]]), chunks=(1, 2))
     >>> b = da.from_array(np.int8([[3], [4], [5]]), chunks=(1, 1))
     >>> quantized_linear_matrix_multiply(a, 1.0, None, b, 1.0, None, 4.0, None).compute()
     array([[6]], dtype=uint8)
+    >>> weights = da.from_array(np.int8([[3, 1], [4, 1], [5, 1]]), chunks=(3, 1))
+    >>> quantized_linear_matrix_multiply(a, 1.0, None, weights, [1.0, 2.0], None, 4.0, None).compute()
+    array([[6, 3]], dtype=uint8)
     """
+    packed = b if isinstance(b, PackedMatrix) else None
+    if packed is not None:
+        b, b_scale, b_zero_point = _packed_operands(packed, b_scale, b_zero_point)
     a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
         _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
     )
     a = _data(a, "a", partial(_integer_operand, zero_point=a_zero_point, allowed=BYTE_TYPES))
-    b = _data(b, "b", partial(_integer_operand, zero_point=b_zero_point, allowed=BYTE_TYPES))
+    b = _data(b if packed is None else _lazy(b), "b",
+              partial(_integer_operand, zero_point=b_zero_point, allowed=BYTE_TYPES))  # fmt: skip
     for name, operand in (("a", a), ("b", b)):
         if not 2 <= operand.ndim <= 4:
             raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
@@ -264,17 +286,90 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     # The NumPy layer's batch: a's and b's broadcast with the leading dimensions of every scale
     # and zero point (all ones, or refused). The requantized scales and the output zero point
     # are {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensors of the result's dimension count, so
-    # that _map_blocks gives the result those leading dimensions too.
+    # that the result has those leading dimensions too.
     values = {name: value for name, (_, value) in quantization.items()}
     ndim = len(_matrix_batch({"a": a, "b": b, **values})) + 2
     operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
+    if packed is not None or b.numblocks[-2] == 1:
+        return _packed_product(a, b, packed, operands, out_dtype)
     a_zero_point, b_zero_point = (
         matrix_operand(operands.pop(name)) for name in ("a_zero_point", "b_zero_point")
     )
     accumulated = _exact_product(a, a_zero_point, b, b_zero_point)
     function = partial(requantize, output_dtype=out_dtype)
     return _map_blocks(function, {"accumulated": accumulated, **operands}, out_dtype)
+
+
+def _packed_product(a: da.Array, b: da.Array, packed: PackedMatrix | None,
+                    operands: dict[str, np.ndarray | None], out_dtype: np.dtype) -> da.Array:  # fmt: skip
+    """The product where B is one chunk along K: B packed once per block (or ``packed``, B's
+    one block, as given), each tile the NumPy layer's multiply of an A block by a packed block.
+
+    ``operands`` are the scales and zero points as the result's {1.., M, 1} / {1.., 1, N} /
+    {1.., 1, 1} tensors.
+    """
+    ndim = operands["a_scale"].ndim
+    batch = tuple(f"batch{i}" for i in range(ndim - 2))
+    a_index = (*batch[len(batch) + 2 - a.ndim :], "m", "k")
+    b_index = (*batch[len(batch) + 2 - b.ndim :], "k", "n")
+    a = a.rechunk({a.ndim - 1: -1} | (_whole_along_batch_of(b, a.ndim) if packed is not None else {}))
+    _, (a, b) = da.core.unify_chunks(a, a_index, b, b_index, warn=False)
+    packings = _packings(b, b_index, operands) if packed is None else _one_block(packed, b)
+    out_index = (*batch, "m", "n")
+    requantization = [
+        item
+        for name in ("a_scale", "a_zero_point", "output_scale", "output_zero_point")
+        for item in _indexed(operands[name], out_index)
+    ]
+    # concatenate=False: the A block and the packing come as one-element lists along K (one chunk).
+    return da.blockwise(
+        _multiply_block, out_index, a, a_index, packings, b_index, *requantization,
+        concatenate=False, dtype=out_dtype, meta=np.empty((0,) * ndim, out_dtype),
+        output_dtype=out_dtype, token="quantized_linear_matrix_multiply",
+    )  # fmt: skip
+
+
+def _whole_along_batch_of(b: da.Array, a_ndim: int) -> dict[int, int]:
+    """Rechunking of ``a`` to one chunk along each batch dimension where ``b``'s is not 1."""
+    shared = range(3, min(a_ndim, b.ndim) + 1)
+    return {a_ndim - i: -1 for i in shared if b.shape[-i] != 1}
+
+
+def _packings(b: da.Array, b_index: tuple[str, ...], operands: dict[str, np.ndarray | None]) -> da.Array:
+    """One :func:`dmlq.pack_matrix_multiply_b` task per block of ``b`` (one chunk along K), with
+    the block's columns of the scale and zero point: a Dask array of PackedMatrix blocks."""
+    columns = [
+        item
+        for name in ("b_scale", "b_zero_point")
+        for item in _indexed(_two_dimensional(operands[name]), ("k", "n"))
+    ]
+    return da.blockwise(
+        numpy_api.pack_matrix_multiply_b, b_index, b, b_index, *columns,
+        dtype=object, meta=np.empty((0,) * b.ndim, object), token="pack_matrix_multiply_b",
+    )  # fmt: skip
+
+
+def _one_block(packed: PackedMatrix, b: da.Array) -> da.Array:
+    """A Dask array of ``b``'s shape whose one block is ``packed``."""
+    name = f"packed-matrix-{tokenize(packed.packed_b.array, packed.b_scale, packed.b_zero_point)}"
+    graph = {(name, *(0,) * b.ndim): packed}
+    return da.Array(graph, name, chunks=b.chunks, meta=np.empty((0,) * b.ndim, object))
+
+
+def _two_dimensional(value: np.ndarray | None) -> np.ndarray | None:
+    """A {1.., 1, N} / {1.., 1, 1} tensor without its leading ones (a packing is 2-D)."""
+    return None if value is None else value.reshape(value.shape[-2:])
+
+
+def _multiply_block(a_blocks: list[np.ndarray], packings: list[PackedMatrix], a_scale: np.ndarray,
+                    a_zero_point: np.ndarray | None, output_scale: np.ndarray,
+                    output_zero_point: np.ndarray | None, *,
+                    output_dtype: np.dtype) -> np.ndarray:  # fmt: skip
+    (a,), (packed,) = a_blocks, packings
+    return numpy_api.quantized_linear_matrix_multiply(
+        a, a_scale, a_zero_point, packed, None, None, output_scale, output_zero_point, dtype=output_dtype
+    )
 
 
 def _exact_product(a: da.Array, a_zero_point: np.ndarray | None, b: da.Array,

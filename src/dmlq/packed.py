@@ -46,6 +46,16 @@ class PackedB:
         if self.packable:
             self.for_kernels()  # the packing happens now, not in the first multiply
 
+    def __reduce__(self) -> tuple[type, tuple[np.ndarray]]:
+        """Pickled as the copy of B alone: the packings are the kernels' memory, and the process
+        that unpickles it (a Dask worker, say) may run at another CPU level, so it packs again.
+
+        >>> import pickle
+        >>> pickle.loads(pickle.dumps(PackedB(np.int8([[1, 2]])))).array
+        array([[1, 2]], dtype=int8)
+        """
+        return PackedB, (self._array,)
+
     @property
     def array(self) -> np.ndarray:
         """The private copy of B (read-only)."""
