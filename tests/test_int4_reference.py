@@ -37,7 +37,7 @@ def onnx_model(op: str, x_type, y_type, shape, axis: int, block: int, zero_point
     attributes = {"output_dtype": y_type} if op == "QuantizeLinear" else {}  # else uint8 without a zero point
     node = helper.make_node(op, [i.name for i in inputs], ["y"], axis=axis, block_size=block, **attributes)
     graph = helper.make_graph([node], op, inputs, [helper.make_tensor_value_info("y", y_type, shape)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
 def random_case(seed: int, shape, axis: int, block: int, dtype):
@@ -102,7 +102,7 @@ def test_dequantize_equals_onnxruntime(dtype) -> None:
     scale_input = helper.make_tensor_value_info("scale", TensorProto.FLOAT, scale.shape)
     output = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
     graph = helper.make_graph([node], "dq", [scale_input], [output], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (expected,) = session.run(None, {"scale": scale})
     got = reference.dequantize(q.astype(dtype), scale, zero_point, np.float32)

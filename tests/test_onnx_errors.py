@@ -156,3 +156,18 @@ def test_import_dmlq_imports_neither_onnx_nor_onnxruntime() -> None:
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         == "[]\n"
     )
+
+
+def test_onnxruntime_gets_the_oldest_ir_version_the_opsets_allow() -> None:
+    """A model written by a newer onnx records a newer IR version than an older onnxruntime reads
+    (onnx 1.23 writes 13 or more; onnxruntime 1.23 reads up to 11): the sessions dmlq builds for
+    other nodes carry the oldest IR version their opsets allow, never more than the model's."""
+    from dmlq.onnx.running import _ir_version
+
+    x, y = (helper.make_tensor_value_info(name, 1, [2]) for name in "xy")  # 1: FLOAT
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    newest = dx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=13))
+    assert _ir_version(newest) == 7
+    oldest = dx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7))
+    assert _ir_version(oldest) == 7
+    assert dx.run(newest, {"x": np.float32([-1, 2])})["y"].tolist() == [0.0, 2.0]

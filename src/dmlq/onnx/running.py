@@ -188,7 +188,7 @@ def ort_session(
         initializer=[tensor for tensor in model.graph.initializer if tensor.name in used]
         + [numpy_helper.from_array(np.asarray(value), name) for name, value in (constants or {}).items()],
     )
-    sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=model.proto.ir_version)
+    sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=_ir_version(model))
     sub.functions.extend(model.proto.functions)
     try:
         return onnxruntime.InferenceSession(
@@ -199,6 +199,14 @@ def ort_session(
             f"model: onnxruntime CPU cannot run node(s) {', '.join(n.name or n.op_type for n in nodes)}: "
             f"{str(error).splitlines()[0]}"
         ) from None
+
+
+def _ir_version(model: Model) -> int:
+    """The IR version of the models dmlq hands onnxruntime: the oldest the model's opsets allow, so an
+    onnxruntime older than the onnx that wrote the model (which records its own, newer IR) still reads
+    them; never newer than the model's own."""
+    needed = helper.find_min_ir_version_for(list(model.proto.opset_import), ignore_unknown=True)
+    return min(model.proto.ir_version, needed)
 
 
 def _options():
