@@ -187,17 +187,40 @@ def test_quantized_linear_layer(tmp_path):
     np.testing.assert_allclose(out, float_layer, atol=0.03)  # within the quantization steps
 
 
+def blocks(values, block: int) -> np.ndarray:
+    """Per-block values repeated over their blocks along the last axis."""
+    return np.repeat(np.asarray(values), block, axis=-1)
+
+
+def test_dequantize_int4_blockwise(tmp_path):
+    values, folder = run_example("dequantize_int4_blockwise", tmp_path)
+    w = np.array([[-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7],
+                  [7, 7, 3, 0, -1, -5, -8, 2, 1, 1, 1, 1, -2, -2, -2, -2]])  # fmt: skip
+    scale = blocks(np.float16([[0.5, 0.25], [0.125, 2]]), 8).astype(np.float32)
+    expected = ((w - blocks([[0, 1], [-2, 7]], 8)) * scale).astype(np.float16)
+    assert_same(values["Out"].astype(np.float16), expected.reshape(-1))
+    assert_same(np.load(folder / "dequantize_int4_blockwise_out.npy"), expected)
+
+
+def test_quantize_int4_blockwise(tmp_path):
+    values, folder = run_example("quantize_int4_blockwise", tmp_path)
+    x = f32(np.arange(16) * 0.25).reshape(2, 8)
+    expected = quantize(x, blocks([[0.25, 0.5], [0.25, 1]], 4), 0, 0, 15, np.uint8)
+    assert_same(values["Q"].astype(np.uint8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantize_int4_blockwise_out.npy"), expected)  # values, one per byte
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
-              "quantized_linear_matrix_multiply", "quantized_linear_layer"}  # fmt: skip
+              "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
+              "quantize_int4_blockwise"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME
         for path in EXAMPLES.glob("*.json")
         for dispatchable in load_model(path).dispatchables.values()
     }
-    no_model_yet = {"QUANTIZE", "DEQUANTIZE"}  # DxDispatch models of the 6_3 operators: issue 11 item 4
-    assert types == {cls.TYPE_NAME for cls in dmlq.ops.OPERATORS} - no_model_yet
+    assert types == {cls.TYPE_NAME for cls in dmlq.ops.OPERATORS}
 
 
 # -- check ------------------------------------------------------------------------------------------------
