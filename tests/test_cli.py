@@ -377,6 +377,38 @@ def test_model_errors_are_one_line_with_the_json_path(tmp_path, kind):
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("-8, -7, -6", "-9, -7, -6",
+         "resources.W.initialValues[0]: expected an integer from -8 to 7, not -9"),
+        ('"FLOAT16", "Sizes": [2, 2]', '"FLOAT16", "Sizes": [2, 3]',
+         "dispatchables.dequantize.desc.QuantizationTensors[0]: Sizes [2, 3] must each divide input's "
+         "[2, 16]"),
+        ('["Scales", "ZeroPoints"]', '["Scales"]',
+         "commands[0].bindings.QuantizationTensors: binds 1 resource(s); the desc's QuantizationTensors "
+         "has 2 tensor(s)"),
+        ('"DML_QUANTIZATION_TYPE_SCALE_ZERO_POINT"', '"ZERO_POINT"',
+         "dispatchables.dequantize.desc.QuantizationType: unknown quantization type"),
+    ],
+    ids=["int4 value out of range", "blocks that do not divide", "one binding for two", "unknown type"],
+)  # fmt: skip
+def test_4_bit_model_errors_are_one_line_with_the_json_path(tmp_path, old, new, message):
+    text = (EXAMPLES / "dequantize_int4_blockwise.json").read_text()
+    assert old in text
+    (tmp_path / "model.json").write_text(text.replace(old, new))
+    result = dmlq_cli("run", "model.json", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("dmlq: error: " + message) and result.stderr.count("\n") == 1
+
+
+def test_a_4_bit_model_below_6_3_names_the_level(tmp_path):
+    result = dmlq_cli("run", str(EXAMPLES / "dequantize_int4_blockwise.json"), "-l", "6_2", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        2, "dmlq: error: dispatchables.dequantize: operator needs feature level 6_3 (device is 6_2)\n"
+    )  # fmt: skip
+
+
 def test_run_error_for_a_missing_file_and_malformed_json(tmp_path):
     (tmp_path / "bad.json").write_text('{\n  "resources": {},\n  "commands": [1 2]\n}')
     missing = dmlq_cli("run", "missing.json", cwd=tmp_path)

@@ -758,6 +758,24 @@ def test_a_scale_of_0_is_reported_by_check_and_warned_about_by_run():
         assert run(model) == "Resource 'Q': 255, 255, 255, 255\n"
 
 
+def test_a_scale_of_0_in_quantize_is_warned_about():
+    model = add1_model(
+        resources={"X": {"initialValuesDataType": "FLOAT32", "initialValues": [1, -1]},
+                   "S": {"initialValuesDataType": "FLOAT32", "initialValues": [0.0]},
+                   "Q": {"initialValuesDataType": "INT4", "initialValues": [0, 0]}},
+        dispatchables={"q": {"type": "QUANTIZE", "desc": {
+            "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "QuantizationType": "SCALE",
+            "QuantizationTensors": [{"DataType": "FLOAT32", "Sizes": [1]}],
+            "OutputTensor": {"DataType": "INT4", "Sizes": [2]}}}},
+        commands=[{"type": "dispatch", "dispatchable": "q",
+                   "bindings": {"InputTensor": "X", "QuantizationTensors": ["S"], "OutputTensor": "Q"}},
+                  {"type": "print", "resource": "Q"}],
+    )  # fmt: skip
+    expected = "commands[0].bindings.QuantizationTensors[0]: a scale of 0, which DirectML leaves undefined"
+    with pytest.warns(dxdispatch.UndefinedBehaviour, match=re.escape(expected)):
+        assert run(model) == "Resource 'Q': 7, -8\n"
+
+
 # -- 4-bit resources and the 6_3 operators ----------------------------------------------------------------
 
 

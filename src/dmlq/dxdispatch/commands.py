@@ -13,6 +13,7 @@ import numpy as np
 
 from ..device import CompiledOperator
 from ..errors import DmlError
+from ..ops import Quantize
 from .bindings import Binding, parse_bindings
 from .descriptions import dml_field_name, relocated_error
 from .dispatchables import Dispatchable
@@ -64,8 +65,13 @@ class Dispatch:
         return [
             f"{self._binding_path(name)}: a scale of 0, which DirectML leaves undefined (here x / 0)"
             for name, view in views.items()
-            if name.endswith("scale") and view is not None and bool(np.any(view == 0))
+            if self._is_scale(name) and view is not None and bool(np.any(view == 0))
         ]
+
+    def _is_scale(self, name: str) -> bool:
+        """Whether input ``name`` is a scale: QUANTIZE's is its first quantization tensor."""
+        return name.endswith("scale") or (isinstance(self.dispatchable.desc, Quantize) and
+                                          name == "quantization_tensors[0]")  # fmt: skip
 
     def _binding(self, dml_name: str) -> Binding | None:
         return self.dispatchable.initialized.get(dml_name) or self.bindings.get(dml_name)
