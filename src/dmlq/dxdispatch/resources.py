@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DmlError
-from ..int4 import pack_int4, unpack_int4
+from ..int4 import four_bit_dtype, pack_int4, unpack_int4
 from ..types import DataType
 from .reading import Node, file_name, parse_data_type
 
@@ -163,7 +163,7 @@ def _initial_values(node: Node, declared: DataType | None, base: Path) -> tuple[
     if data.size == 0:
         raise node.error("the initial values are empty")
     if is_four_bit(data_type):
-        return pack_int4(data.astype(data_type.name.lower())), data_type, data.size
+        return pack_int4(data.astype(four_bit_dtype(data_type.name.lower()))), data_type, data.size
     return np.ascontiguousarray(data).reshape(-1).view(np.uint8), data_type, data.size
 
 
