@@ -20,7 +20,7 @@ from distributed import LocalCluster
 from packaging.requirements import Requirement
 
 import dmlq
-from dmlq.chunked import NpyFile, dequantize_file, quantize_file
+from dmlq.chunked import NpyFile, _read, dequantize_file, quantize_file
 from dmlq.cli import main
 
 if sys.version_info >= (3, 11):
@@ -424,3 +424,14 @@ def test_4_bit_input_out_of_range_is_refused_and_leaves_no_output(tmp_path, caps
                  "--scale", "1"]) == 2  # fmt: skip
     assert capsys.readouterr().err == "dmlq: error: IN: 9 is not an integer from -8 to 7 (int4)\n"
     assert not (tmp_path / "y.npy").exists()
+
+
+@pytest.mark.parametrize("source, axis, step", [("w.npy", 1, 16), ("w.npy", 0, 2), ("w.zarr", 1, 48)])
+def test_chunks_hold_whole_blocks_and_whole_zarr_chunks(tmp_path, weight, source, axis, step):
+    skip_without_zarr(source)
+    path = tmp_path / source
+    array = NpyFile.open(path) if source.endswith(".npy") else zarr.open_array(str(path), mode="r")
+    block = step if source.endswith(".npy") else 16
+    chunks = _read(array, 16, (axis, block)).chunks[axis]
+    assert all(size % step == 0 for size in chunks[:-1])  # 48: blocks of 16 and Zarr chunks of 24
+    assert chunks[-1] % block == 0 and max(chunks) == step  # no bigger than it must be: 16 elements asked

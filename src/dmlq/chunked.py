@@ -117,7 +117,7 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
             return _BlockJob.checked(x, scale, zero_point, dtype or "uint8", axis, block_size).quantized()
 
         _transform(Path(source), Path(target), quantize_blocks, chunk_mb, scheduler, progress,
-                   output_itemsize=1)  # fmt: skip
+                   output_itemsize=1, blocks=(axis, block_size or 1))  # fmt: skip
         return
 
     def quantize(x):
@@ -144,7 +144,7 @@ def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=No
             return _BlockJob.checked(q, scale, zero_point, dtype or q.dtype, axis, block_size).dequantized()
 
         _transform(Path(source), Path(target), dequantize_blocks, chunk_mb, scheduler, progress,
-                   output_itemsize=np.dtype(np.float32).itemsize)  # fmt: skip
+                   output_itemsize=np.dtype(np.float32).itemsize, blocks=(axis, block_size or 1))  # fmt: skip
         return
 
     def dequantize(q):
@@ -190,7 +190,7 @@ class _BlockJob:
     """A 4-bit or blockwise job on a Dask array: one scale (and zero point) per block of ``size``
     along ``axis`` (size 1: per index; no axis: one for the whole array)."""
 
-    data: object  # a Dask array, its chunks cut on block boundaries
+    data: object  # a Dask array, its chunks cut on block boundaries (by _read)
     scales: np.ndarray  # float32, one per block (or one)
     zero_points: np.ndarray | None  # the integer type's values, one per block (or one)
     dtype: np.dtype  # the integer type: int8, uint8 or ml_dtypes' int4, uint4
@@ -211,8 +211,7 @@ class _BlockJob:
             size = block_size or 1
             if data.shape[axis] % size:
                 raise DmlError(f"block_size: {size} does not divide axis {axis} of length {data.shape[axis]}")
-            step = math.lcm(size, data.chunks[axis][0])  # whole blocks, and whole chunks of a Zarr input
-            job = cls(data.rechunk({axis: step}), np.float32([]), None, dtype, axis, size)
+            job = cls(data, np.float32([]), None, dtype, axis, size)
         scales = job._per_block(scale, "scale").astype(np.float32)
         zero_points = None if zero_point is None else job._integers(job._per_block(zero_point, "zero_point"))
         return dataclasses.replace(job, scales=scales, zero_points=zero_points)
@@ -310,7 +309,10 @@ def _values_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, scheduler: str,
-               progress: bool, *, output_itemsize: int) -> None:  # fmt: skip
+               progress: bool, *, output_itemsize: int,
+               blocks: tuple[int | None, int] | None = None) -> None:  # fmt: skip
+    """``function`` of the Dask array read from ``source``, stored into ``target``; ``blocks``
+    (an axis, a block size) cuts the chunks on block boundaries."""
     if not chunk_mb > 0:
         raise DmlError(f"chunk_mb: must be positive (got {chunk_mb})")
     if not source.exists():
@@ -319,7 +321,7 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise FileExistsError(f"{target}: already exists; remove it or write elsewhere")
     array = _open(source.resolve())
     chunk_elements = int(chunk_mb * 2**20) // max(array.dtype.itemsize, output_itemsize)
-    data = _read(array, chunk_elements)
+    data = _read(array, chunk_elements, blocks)
     result = function(data)  # builds the graph: argument errors raise here, before any writing
     if result.shape != data.shape:
         raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
@@ -352,20 +354,25 @@ def _zarr(path: Path):
     return zarr
 
 
-def _read(array, chunk_elements: int):
+def _read(array, chunk_elements: int, blocks: tuple[int | None, int] | None = None):
     """The input as a Dask array of blocks of about ``chunk_elements``.
 
     A ``.npy`` file's blocks are contiguous byte ranges, read in few pieces through the memory
     map. A Zarr array's blocks are whole multiples of its chunks, at least one chunk each, so that
-    no two blocks share a chunk of an output chunked like the input.
+    no two blocks share a chunk of an output chunked like the input. With ``blocks`` (an axis, a
+    block size), they are also whole multiples of the block size along the axis.
     """
     import dask.array as da
 
-    if isinstance(array, NpyFile):
-        block = _block_shape(array.shape, chunk_elements, (1,) * array.ndim, array.fortran_order)
+    npy = isinstance(array, NpyFile)
+    unit = list((1,) * array.ndim if npy else array.chunks)
+    axis, size = blocks or (None, 1)
+    if axis is not None and -array.ndim <= axis < array.ndim:  # else the job names the bad axis
+        unit[axis] = math.lcm(unit[axis], size)
+    if npy:
+        block = _block_shape(array.shape, chunk_elements, tuple(unit), array.fortran_order)
         return da.from_array(array, chunks=block, lock=False)
-    block = _block_shape(array.shape, chunk_elements, array.chunks)
-    return da.from_zarr(array, chunks=block)
+    return da.from_zarr(array, chunks=_block_shape(array.shape, chunk_elements, tuple(unit)))
 
 
 def _block_shape(shape: tuple[int, ...], limit: int, unit: tuple[int, ...],
