@@ -187,17 +187,40 @@ def test_quantized_linear_layer(tmp_path):
     np.testing.assert_allclose(out, float_layer, atol=0.03)  # within the quantization steps
 
 
+def blocks(values, block: int) -> np.ndarray:
+    """Per-block values repeated over their blocks along the last axis."""
+    return np.repeat(np.asarray(values), block, axis=-1)
+
+
+def test_dequantize_int4_blockwise(tmp_path):
+    values, folder = run_example("dequantize_int4_blockwise", tmp_path)
+    w = np.array([[-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7],
+                  [7, 7, 3, 0, -1, -5, -8, 2, 1, 1, 1, 1, -2, -2, -2, -2]])  # fmt: skip
+    scale = blocks(np.float16([[0.5, 0.25], [0.125, 2]]), 8).astype(np.float32)
+    expected = ((w - blocks([[0, 1], [-2, 7]], 8)) * scale).astype(np.float16)
+    assert_same(values["Out"].astype(np.float16), expected.reshape(-1))
+    assert_same(np.load(folder / "dequantize_int4_blockwise_out.npy"), expected)
+
+
+def test_quantize_int4_blockwise(tmp_path):
+    values, folder = run_example("quantize_int4_blockwise", tmp_path)
+    x = f32(np.arange(16) * 0.25).reshape(2, 8)
+    expected = quantize(x, blocks([[0.25, 0.5], [0.25, 1]], 4), 0, 0, 15, np.uint8)
+    assert_same(values["Q"].astype(np.uint8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantize_int4_blockwise_out.npy"), expected)  # values, one per byte
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
-              "quantized_linear_matrix_multiply", "quantized_linear_layer"}  # fmt: skip
+              "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
+              "quantize_int4_blockwise"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME
         for path in EXAMPLES.glob("*.json")
         for dispatchable in load_model(path).dispatchables.values()
     }
-    no_model_yet = {"QUANTIZE", "DEQUANTIZE"}  # DxDispatch models of the 6_3 operators: issue 11 item 4
-    assert types == {cls.TYPE_NAME for cls in dmlq.ops.OPERATORS} - no_model_yet
+    assert types == {cls.TYPE_NAME for cls in dmlq.ops.OPERATORS}
 
 
 # -- check ------------------------------------------------------------------------------------------------
@@ -352,6 +375,38 @@ def test_model_errors_are_one_line_with_the_json_path(tmp_path, kind):
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.startswith("dmlq: error: " + message)
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("-8, -7, -6", "-9, -7, -6",
+         "resources.W.initialValues[0]: expected an integer from -8 to 7, not -9"),
+        ('"FLOAT16", "Sizes": [2, 2]', '"FLOAT16", "Sizes": [2, 3]',
+         "dispatchables.dequantize.desc.QuantizationTensors[0]: Sizes [2, 3] must each divide input's "
+         "[2, 16]"),
+        ('["Scales", "ZeroPoints"]', '["Scales"]',
+         "commands[0].bindings.QuantizationTensors: binds 1 resource(s); the desc's QuantizationTensors "
+         "has 2 tensor(s)"),
+        ('"DML_QUANTIZATION_TYPE_SCALE_ZERO_POINT"', '"ZERO_POINT"',
+         "dispatchables.dequantize.desc.QuantizationType: unknown quantization type"),
+    ],
+    ids=["int4 value out of range", "blocks that do not divide", "one binding for two", "unknown type"],
+)  # fmt: skip
+def test_4_bit_model_errors_are_one_line_with_the_json_path(tmp_path, old, new, message):
+    text = (EXAMPLES / "dequantize_int4_blockwise.json").read_text()
+    assert old in text
+    (tmp_path / "model.json").write_text(text.replace(old, new))
+    result = dmlq_cli("run", "model.json", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("dmlq: error: " + message) and result.stderr.count("\n") == 1
+
+
+def test_a_4_bit_model_below_6_3_names_the_level(tmp_path):
+    result = dmlq_cli("run", str(EXAMPLES / "dequantize_int4_blockwise.json"), "-l", "6_2", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        2, "dmlq: error: dispatchables.dequantize: operator needs feature level 6_3 (device is 6_2)\n"
+    )  # fmt: skip
 
 
 def test_run_error_for_a_missing_file_and_malformed_json(tmp_path):

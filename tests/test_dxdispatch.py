@@ -754,3 +754,166 @@ def test_a_scale_of_0_is_reported_by_check_and_warned_about_by_run():
     assert dxdispatch.check_bindings(parse(model)).warnings == [expected]
     with pytest.warns(dxdispatch.UndefinedBehaviour, match=re.escape(expected)):
         assert run(model) == "Resource 'Q': 255, 255, 255, 255\n"
+
+
+def test_a_scale_of_0_in_quantize_is_warned_about():
+    model = add1_model(
+        resources={"X": {"initialValuesDataType": "FLOAT32", "initialValues": [1, -1]},
+                   "S": {"initialValuesDataType": "FLOAT32", "initialValues": [0.0]},
+                   "Q": {"initialValuesDataType": "INT4", "initialValues": [0, 0]}},
+        dispatchables={"q": {"type": "QUANTIZE", "desc": {
+            "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "QuantizationType": "SCALE",
+            "QuantizationTensors": [{"DataType": "FLOAT32", "Sizes": [1]}],
+            "OutputTensor": {"DataType": "INT4", "Sizes": [2]}}}},
+        commands=[{"type": "dispatch", "dispatchable": "q",
+                   "bindings": {"InputTensor": "X", "QuantizationTensors": ["S"], "OutputTensor": "Q"}},
+                  {"type": "print", "resource": "Q"}],
+    )  # fmt: skip
+    expected = "commands[0].bindings.QuantizationTensors[0]: a scale of 0, which DirectML leaves undefined"
+    with pytest.warns(dxdispatch.UndefinedBehaviour, match=re.escape(expected)):
+        assert run(model) == "Resource 'Q': 7, -8\n"
+
+
+# -- 4-bit resources and the 6_3 operators ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model_resource", "packed", "values"),
+    [
+        ({"initialValuesDataType": "INT4", "initialValues": [1, -2, 3]}, [0xE1, 0x03], [1, -2, 3]),
+        ({"initialValuesDataType": "DML_TENSOR_DATA_TYPE_UINT4",
+          "initialValues": {"valueCount": 3, "value": 15}}, [0xFF, 0x0F], [15, 15, 15]),
+        ({"initialValuesDataType": "INT4",
+          "initialValues": {"valueCount": 4, "valueStart": -8, "valueDelta": 5}},
+         [0xD8, 0x72], [-8, -3, 2, 7]),
+    ],
+    ids=["inline, odd count", "constant", "sequence"],
+)  # fmt: skip
+def test_4_bit_values_are_packed_low_nibble_first(model_resource, packed, values):
+    r = resource(model_resource)
+    assert r.memory.tolist() == [*packed, 0, 0]  # 4 bytes: the default size rounds up
+    assert (r.initialized_count, r.initialized_bytes) == (len(values), 2)
+    assert r.initialized_values().tolist() == values
+
+
+@pytest.mark.parametrize(
+    ("model_resource", "path", "rule"),
+    [
+        ({"initialValuesDataType": "INT4", "initialValues": [7, 8]}, r"initialValues\[1\]",
+         "expected an integer from -8 to 7, not 8"),
+        ({"initialValuesDataType": "UINT4", "initialValues": [-1]}, r"initialValues\[0\]",
+         "expected an integer from 0 to 15, not -1"),
+        ({"initialValuesDataType": "UINT4", "initialValues": {"valueCount": 2, "value": 16}},
+         r"initialValues\.value", "expected an integer from 0 to 15, not 16"),
+        ({"initialValuesDataType": "INT4",
+          "initialValues": {"valueCount": 9, "valueStart": 0, "valueDelta": 1}},
+         r"initialValues", "the sequence reaches 8, outside INT4's range -8 to 7"),
+    ],
+    ids=["int4 inline", "uint4 inline", "constant", "sequence"],
+)  # fmt: skip
+def test_4_bit_values_out_of_range_name_their_path(model_resource, path, rule):
+    with pytest.raises(DmlError, match=rf"^resources\.R\.{path}: {re.escape(rule)}$"):
+        resource(model_resource)
+
+
+def test_4_bit_files_raw_bytes_are_packed_and_npy_holds_values(tmp_path):
+    (tmp_path / "w.bin").write_bytes(bytes([0xE1, 0x73]))
+    np.save(tmp_path / "w.npy", np.int8([1, -2, 3]))
+    raw = resource({"initialValuesDataType": "INT4", "initialValues": {"sourcePath": "w.bin"}}, tmp_path)
+    assert raw.initialized_values().tolist() == [1, -2, 3, 7]
+    npy = resource({"initialValuesDataType": "INT4", "initialValues": {"sourcePath": "w.npy"}}, tmp_path)
+    assert npy.memory[:2].tolist() == [0xE1, 0x03] and npy.initialized_count == 3
+    np.save(tmp_path / "w.npy", np.int8([1, -9]))
+    with pytest.raises(DmlError, match=r"sourcePath: element 1 is -9, outside INT4's range -8 to 7$"):
+        resource({"initialValuesDataType": "INT4", "initialValues": {"sourcePath": "w.npy"}}, tmp_path)
+
+
+def test_print_and_write_file_show_4_bit_values(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = add1_model(
+        resources={"W": {"initialValuesDataType": "INT4", "initialValues": [1, -2, 3]}},
+        dispatchables={},
+        commands=[{"type": "print", "resource": "W"}, {"type": "print", "resource": "W", "verbose": True},
+                  {"type": "writeFile", "resource": "W", "targetPath": "w.npy", "dimensions": [3]},
+                  {"type": "writeFile", "resource": "W", "targetPath": "whole.npy"},
+                  {"type": "writeFile", "resource": "W", "targetPath": "w.bin"}],
+    )  # fmt: skip
+    assert run(model).splitlines()[:5] == [
+        "Resource 'W': 1, -2, 3", "Resource 'W':", "[0] 1 (0x1)", "[1] -2 (0xE)", "[2] 3 (0x3)"
+    ]  # fmt: skip
+    assert_npy = np.load("w.npy")
+    assert assert_npy.dtype == np.int8 and assert_npy.tolist() == [1, -2, 3]
+    assert np.load("whole.npy").tolist() == [1, -2, 3, 0, 0, 0, 0, 0]  # the 4-byte buffer: 8 elements
+    assert (tmp_path / "w.bin").read_bytes() == bytes([0xE1, 0x03, 0, 0])
+
+
+def dequantize_model() -> dict:
+    """A blockwise INT4 DEQUANTIZE: [2, 4] in blocks of 2, a scale and a zero point per block."""
+    return add1_model(
+        resources={
+            "W": {"initialValuesDataType": "INT4", "initialValues": [-8, 7, 1, 2, 0, -1, 5, 6]},
+            "S": {"initialValuesDataType": "FLOAT32", "initialValues": [1, 0.5, 2, 0.25]},
+            "Z": {"initialValuesDataType": "INT4", "initialValues": [0, 1, -1, 2]},
+            "Out": {"initialValuesDataType": "FLOAT32", "initialValues": {"valueCount": 8, "value": 0}},
+        },
+        dispatchables={"d": {"type": "DEQUANTIZE", "desc": {
+            "InputTensor": {"DataType": "INT4", "Sizes": [2, 4]},
+            "QuantizationType": "SCALE_ZERO_POINT",
+            "QuantizationTensors": [{"DataType": "FLOAT32", "Sizes": [2, 2]},
+                                    {"DataType": "INT4", "Sizes": [2, 2]}],
+            "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 4]}}}},
+        commands=[{"type": "dispatch", "dispatchable": "d",
+                   "bindings": {"InputTensor": "W", "QuantizationTensors": ["S", "Z"],
+                                "OutputTensor": "Out"}},
+                  {"type": "print", "resource": "Out"}],
+    )  # fmt: skip
+
+
+def test_dequantize_binds_its_quantization_tensors_as_an_array():
+    assert run(dequantize_model()) == "Resource 'Out': -8, 7, 0, 0.5, 2, 0, 0.75, 1\n"
+    verdicts = check_model(parse(dequantize_model()), "6_2")
+    assert [(verdict.valid, verdict.lowest_level.label) for verdict in verdicts] == [(False, "6_3")]
+
+
+def test_quantization_type_takes_the_prefix_and_a_single_tensor_binds_by_name():
+    model = dequantize_model()
+    desc = model["dispatchables"]["d"]["desc"]
+    desc["QuantizationType"] = "DML_QUANTIZATION_TYPE_SCALE"
+    desc["QuantizationTensors"] = desc["QuantizationTensors"][:1]
+    model["commands"][0]["bindings"]["QuantizationTensors"] = "S"
+    assert run(model) == "Resource 'Out': -8, 7, 0.5, 1, 0, -2, 1.25, 1.5\n"
+
+
+def test_a_4_bit_binding_starts_on_a_byte():
+    model = dequantize_model()
+    model["resources"]["W"]["initialValues"] = [0, 0, -8, 7, 1, 2, 0, -1, 5, 6]
+    model["commands"][0]["bindings"]["InputTensor"] = {"name": "W", "elementOffset": 2}
+    assert run(model) == "Resource 'Out': -8, 7, 0, 0.5, 2, 0, 0.75, 1\n"
+    model["commands"][0]["bindings"]["InputTensor"] = {"name": "W", "elementOffset": 1}
+    with pytest.raises(DmlError, match=r"^commands\[0\]\.bindings\.InputTensor\.elementOffset: starts in"):
+        parse(model)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("dispatchables.d.desc.QuantizationType", "AFFINE",
+         "dispatchables.d.desc.QuantizationType: unknown quantization type (expected NONE, SCALE, "
+         "SCALE_ZERO_POINT)"),
+        ("dispatchables.d.desc.QuantizationType", None,
+         "dispatchables.d.desc: missing field 'QuantizationType'"),
+        ("commands.0.bindings.QuantizationTensors", ["S"],
+         "commands[0].bindings.QuantizationTensors: binds 1 resource(s); the desc's QuantizationTensors has 2"
+         " tensor(s)"),
+        ("dispatchables.d.desc.QuantizationTensors.1.DataType", "UINT4",
+         "dispatchables.d.desc.QuantizationTensors[1]: the zero point has data type UINT4, not input's INT4"
+         " (device is 6_4)"),
+        ("dispatchables.d.desc.QuantizationTensors.0.Sizes", [2, 3],
+         "dispatchables.d.desc.QuantizationTensors[0]: Sizes [2, 3] must each divide input's [2, 4]"),
+    ],
+    ids=["unknown type", "missing type", "binding count", "zero point type", "block size"],
+)  # fmt: skip
+def test_quantization_errors_name_their_path(path, value, message):
+    with pytest.raises(DmlError) as caught:
+        run(edited(dequantize_model(), path, value))
+    assert str(caught.value).startswith(message)

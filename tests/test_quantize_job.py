@@ -20,7 +20,7 @@ from distributed import LocalCluster
 from packaging.requirements import Requirement
 
 import dmlq
-from dmlq.chunked import NpyFile, dequantize_file, quantize_file
+from dmlq.chunked import NpyFile, _read, dequantize_file, quantize_file
 from dmlq.cli import main
 
 if sys.version_info >= (3, 11):
@@ -325,3 +325,113 @@ def test_the_dask_benchmark_reports_every_run_in_a_table_for_the_readme(dask_ben
 
 def test_the_dask_benchmark_makes_inputs_smaller_than_a_row_of_zarr_chunks(tmp_path, dask_benchmark):
     assert dask_benchmark.make_input(tmp_path / "x.zarr", 0.001).shape == (4, dask_benchmark.COLUMNS)
+
+
+# -- 4-bit and blockwise ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def weight(tmp_path):
+    """A float32 weight [8, 64] with ties, saved as .npy and, with zarr, in Zarr chunks of (3, 24):
+    blocks of 16 along axis 1 cross the Zarr chunks."""
+    rng = np.random.default_rng(11)
+    w = (rng.integers(-80, 80, size=(8, 64)) / 8).astype(np.float32)
+    np.save(tmp_path / "w.npy", w)
+    if zarr is not None:
+        save_zarr(tmp_path / "w.zarr", w, (3, 24))
+    return w
+
+
+BLOCK_SCALES = np.float32([0.5, 1.0, 0.25, 2.0])  # one per block of 16 along axis 1
+
+
+def blocked(values: np.ndarray, rows: int) -> np.ndarray:
+    """Per-block values as ONNX's blocked layout for [rows, 64]: [rows, 4]."""
+    return np.ascontiguousarray(np.broadcast_to(values, (rows, values.size)))
+
+
+@pytest.mark.parametrize("dtype, zero_points", [("int4", [-1, 0, 3, 7]), ("uint4", [8, 0, 15, 4])])
+@pytest.mark.parametrize("source, target", [("w.npy", "q.npy"), ("w.zarr", "q.zarr"), ("w.npy", "q.zarr")])
+def test_blockwise_4_bit_quantize_and_dequantize_equal_the_numpy_layer(tmp_path, weight, source, target,
+                                                                       dtype, zero_points):  # fmt: skip
+    skip_without_zarr(source, target)
+    options = ["--scale", ",".join(map(str, BLOCK_SCALES)), f"--zero-point={','.join(map(str, zero_points))}",
+               "--block-size", "16", "--axis", "1", *TINY_CHUNKS]  # fmt: skip
+    assert main(["quantize", str(tmp_path / source), str(tmp_path / target), "--dtype", dtype, *options]) == 0
+    zero_point = blocked(np.array(zero_points), 8).astype(dtype)
+    expected = dmlq.quantize_linear(weight, blocked(BLOCK_SCALES, 8), zero_point, dtype=dtype, axis=1,
+                                    block_size=16)  # fmt: skip
+    got = load(tmp_path / target)
+    values = np.int8 if dtype == "int4" else np.uint8
+    assert got.dtype == values and np.array_equal(got, expected.astype(values))  # values, one per byte
+
+    assert (
+        main(["dequantize", str(tmp_path / target), str(tmp_path / "y.npy"), "--dtype", dtype, *options]) == 0
+    )
+    back = dmlq.dequantize_linear(expected, blocked(BLOCK_SCALES, 8), zero_point, axis=1, block_size=16)
+    assert np.load(tmp_path / "y.npy").tobytes() == back.tobytes()
+
+
+def test_4_bit_per_index_and_per_tensor(tmp_path, weight):
+    q = tmp_path / "q.npy"
+    assert main(["quantize", str(tmp_path / "w.npy"), str(q), "--dtype", "int4", "--scale", "0.5"]) == 0
+    assert np.array_equal(
+        np.load(q), dmlq.quantize_linear(weight, np.float32(0.5), dtype="int4").astype(np.int8)
+    )
+    per_row = np.float32([0.5, 1, 2, 4, 0.25, 8, 1, 1])
+    assert main(["quantize", str(tmp_path / "w.npy"), str(tmp_path / "r.npy"), "--dtype", "uint4",
+                 "--scale", ",".join(map(str, per_row)), "--axis", "0", *TINY_CHUNKS]) == 0  # fmt: skip
+    expected = dmlq.quantize_linear(weight, per_row.reshape(8, 1) * np.ones((1, 64), np.float32),
+                                    dtype="uint4", axis=0, block_size=1)  # fmt: skip
+    assert np.array_equal(np.load(tmp_path / "r.npy"), expected.astype(np.uint8))
+
+
+def test_8_bit_blocks(tmp_path, weight):
+    scales = ",".join(map(str, BLOCK_SCALES))
+    assert main(["quantize", str(tmp_path / "w.npy"), str(tmp_path / "q.npy"), "--dtype", "int8",
+                 "--scale", scales, "--block-size", "16", "--axis", "-1"]) == 0  # fmt: skip
+    expected = dmlq.quantize_linear(weight, blocked(BLOCK_SCALES, 8), np.zeros((8, 4), np.int8), axis=1,
+                                    block_size=16)  # fmt: skip
+    assert np.array_equal(np.load(tmp_path / "q.npy"), expected)
+
+
+@pytest.mark.parametrize("command, options, message", [
+    ("quantize", ["--dtype", "int4", "--scale", "1", "--block-size", "16"],
+     "--block-size: blocks run along an axis; give --axis"),
+    ("quantize", ["--dtype", "int4", "--scale", "1", "--block-size", "24", "--axis", "1"],
+     "--block-size: 24 does not divide axis 1 of length 64"),
+    ("quantize", ["--dtype", "int4", "--scale", "1", "--block-size", "-2", "--axis", "1"],
+     "--block-size: must be positive (got -2)"),
+    ("quantize", ["--dtype", "uint4", "--scale", "1,2,3", "--block-size", "16", "--axis", "1"],
+     "--scale: 3 values for 4 blocks of 16 along axis 1; give one value, or one per block"),
+    ("quantize", ["--dtype", "int4", "--scale", "1", "--zero-point", "8", "--axis", "1"],
+     "--zero-point: 8 is not an integer from -8 to 7 (int4)"),
+    ("quantize", ["--dtype", "int4", "--scale", "1", "--block-size", "16", "--axis", "2"],
+     "--axis: 2 is out of range for an array of 2 dimensions"),
+    ("dequantize", ["--dtype", "int4", "--scale", "1"],
+     "--dtype: int4 data is read from int8 values, not float32"),
+])  # fmt: skip
+def test_4_bit_and_block_errors_are_one_line_naming_the_option(tmp_path, weight, capsys, command, options,
+                                                               message):  # fmt: skip
+    assert main([command, str(tmp_path / "w.npy"), str(tmp_path / "q.npy"), *options]) == 2
+    assert capsys.readouterr().err == f"dmlq: error: {message}\n"
+    assert not (tmp_path / "q.npy").exists()
+
+
+def test_4_bit_input_out_of_range_is_refused_and_leaves_no_output(tmp_path, capsys):
+    np.save(tmp_path / "q.npy", np.int8([[1, 2], [9, 0]]))
+    assert main(["dequantize", str(tmp_path / "q.npy"), str(tmp_path / "y.npy"), "--dtype", "int4",
+                 "--scale", "1"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == "dmlq: error: IN: 9 is not an integer from -8 to 7 (int4)\n"
+    assert not (tmp_path / "y.npy").exists()
+
+
+@pytest.mark.parametrize("source, axis, step", [("w.npy", 1, 16), ("w.npy", 0, 2), ("w.zarr", 1, 48)])
+def test_chunks_hold_whole_blocks_and_whole_zarr_chunks(tmp_path, weight, source, axis, step):
+    skip_without_zarr(source)
+    path = tmp_path / source
+    array = NpyFile.open(path) if source.endswith(".npy") else zarr.open_array(str(path), mode="r")
+    block = step if source.endswith(".npy") else 16
+    chunks = _read(array, 16, (axis, block)).chunks[axis]
+    assert all(size % step == 0 for size in chunks[:-1])  # 48: blocks of 16 and Zarr chunks of 24
+    assert chunks[-1] % block == 0 and max(chunks) == step  # no bigger than it must be: 16 elements asked

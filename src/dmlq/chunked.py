@@ -12,6 +12,12 @@ scheduler in this process) or the address of a ``dask.distributed`` scheduler, w
 must see the same paths. A progress bar goes to stderr with ``progress=True``; ``dmlq`` draws it
 when stderr is a terminal, unless ``--quiet``. The suffix ``.npy`` is matched in any case.
 
+With a 4-bit ``dtype`` (``"int4"``/``"uint4"``) or a ``block_size`` along ``axis`` (ONNX's
+blocks, opset 21), ``scale`` and ``zero_point`` hold one value or one per block along the axis
+(shared by every other index), chunks are cut on block boundaries, and 4-bit data is held as
+int8/uint8 values, one per byte, in ``.npy`` files and Zarr arrays alike (NumPy has no 4-bit
+dtype; ``dmlq.pack_int4`` packs them as DirectML does).
+
 Needs the ``dask`` extra; Dask is imported when a job runs (``dmlq --help`` works without it).
 
 >>> import tempfile, pathlib
@@ -26,12 +32,18 @@ array([[ 0,  3],
 >>> np.load(folder / "y.npy")
 array([[ 0. ,  1.5],
        [-1. ,  4. ]], dtype=float32)
+>>> quantize_file(folder / "x.npy", folder / "q4.npy", [1.0, 0.5], dtype="int4", axis=0, block_size=1,
+...               progress=False)
+>>> np.load(folder / "q4.npy")  # int4 values, one per byte
+array([[ 0,  2],
+       [-2,  7]], dtype=int8)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import shutil
 import sys
@@ -42,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DmlError
+from .int4 import four_bit_dtype
 
 __all__ = [
     "DEFAULT_CHUNK_MB",
@@ -90,13 +103,22 @@ class NpyFile:
 
 
 def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *, dtype=None,
-                  axis: int | None = None, chunk_mb: float = DEFAULT_CHUNK_MB,
+                  axis: int | None = None, block_size: int = 0, chunk_mb: float = DEFAULT_CHUNK_MB,
                   scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
     """Write :func:`dmlq.quantize_linear` of the array in ``source`` to ``target``.
 
     ``scale`` and ``zero_point`` broadcast like the NumPy layer's, to the input's shape; with
-    ``axis``, each is one value or a sequence of one value per index along that axis (per-channel).
+    ``axis``, each is one value or a sequence of one value per index along that axis (per-channel),
+    or per block of ``block_size`` with a block size or a 4-bit ``dtype`` (see the module's notes).
     """
+    if _is_four_bit(dtype) or block_size:
+
+        def quantize_blocks(x):
+            return _BlockJob.checked(x, scale, zero_point, dtype or "uint8", axis, block_size).quantized()
+
+        _transform(Path(source), Path(target), quantize_blocks, chunk_mb, scheduler, progress,
+                   output_itemsize=1, blocks=(axis, block_size or 1))  # fmt: skip
+        return
 
     def quantize(x):
         from . import dask as dmlq_dask
@@ -108,13 +130,22 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
     _transform(Path(source), Path(target), quantize, chunk_mb, scheduler, progress, output_itemsize=1)
 
 
-def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *,
-                    axis: int | None = None, chunk_mb: float = DEFAULT_CHUNK_MB,
+def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *, dtype=None,
+                    axis: int | None = None, block_size: int = 0, chunk_mb: float = DEFAULT_CHUNK_MB,
                     scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
     """Write :func:`dmlq.dequantize_linear` of the array in ``source`` to ``target``.
 
-    ``scale``, ``zero_point`` and ``axis`` as for :func:`quantize_file`.
+    ``scale``, ``zero_point``, ``axis`` and ``block_size`` as for :func:`quantize_file`; ``dtype``
+    ``"int4"``/``"uint4"`` reads the input's int8/uint8 values as 4-bit ones (each must be in range).
     """
+    if _is_four_bit(dtype) or block_size:
+
+        def dequantize_blocks(q):
+            return _BlockJob.checked(q, scale, zero_point, dtype or q.dtype, axis, block_size).dequantized()
+
+        _transform(Path(source), Path(target), dequantize_blocks, chunk_mb, scheduler, progress,
+                   output_itemsize=np.dtype(np.float32).itemsize, blocks=(axis, block_size or 1))  # fmt: skip
+        return
 
     def dequantize(q):
         from . import dask as dmlq_dask
@@ -148,8 +179,140 @@ def _along_axis(values, name: str, axis: int | None, shape: tuple[int, ...]):
     return np.reshape(np.array(values, dtype=object), laid_out).tolist()
 
 
+def _is_four_bit(dtype: object) -> bool:
+    if isinstance(dtype, str):
+        return dtype in ("int4", "uint4")  # NumPy reads "int4" as int32
+    return dtype is not None and np.dtype(dtype).name in ("int4", "uint4")
+
+
+@dataclass(frozen=True)
+class _BlockJob:
+    """A 4-bit or blockwise job on a Dask array: one scale (and zero point) per block of ``size``
+    along ``axis`` (size 1: per index; no axis: one for the whole array)."""
+
+    data: object  # a Dask array, its chunks cut on block boundaries (by _read)
+    scales: np.ndarray  # float32, one per block (or one)
+    zero_points: np.ndarray | None  # the integer type's values, one per block (or one)
+    dtype: np.dtype  # the integer type: int8, uint8 or ml_dtypes' int4, uint4
+    axis: int | None
+    size: int
+
+    @classmethod
+    def checked(cls, data, scale, zero_point, dtype, axis: int | None, block_size: int) -> _BlockJob:
+        if block_size < 0:
+            raise DmlError(f"block_size: must be positive (got {block_size})")
+        if block_size and axis is None:
+            raise DmlError("block_size: blocks run along an axis; give one")
+        dtype = four_bit_dtype(dtype) if _is_four_bit(dtype) else np.dtype(dtype)
+        if axis is None:
+            job = cls(data, np.float32([]), None, dtype, None, 0)
+        else:
+            axis = _checked_axis(axis, data.ndim)
+            size = block_size or 1
+            if data.shape[axis] % size:
+                raise DmlError(f"block_size: {size} does not divide axis {axis} of length {data.shape[axis]}")
+            job = cls(data, np.float32([]), None, dtype, axis, size)
+        scales = job._per_block(scale, "scale").astype(np.float32)
+        zero_points = None if zero_point is None else job._integers(job._per_block(zero_point, "zero_point"))
+        return dataclasses.replace(job, scales=scales, zero_points=zero_points)
+
+    @property
+    def blocks(self) -> int:
+        return 1 if self.axis is None else self.data.shape[self.axis] // self.size
+
+    def _per_block(self, values, name: str) -> np.ndarray:
+        flat = np.asarray(values).reshape(-1)
+        if flat.size not in (1, self.blocks):
+            raise DmlError(f"{name}: {flat.size} values for {self.blocks} blocks of {self.size} along axis "
+                           f"{self.axis}; give one value, or one per block")  # fmt: skip
+        return np.broadcast_to(flat, (self.blocks,))
+
+    def _integers(self, values: np.ndarray, name: str = "zero_point") -> np.ndarray:
+        """``values`` in the job's integer type; DmlError naming ``name`` for one out of its range."""
+        low, high = _integer_range(self.dtype)
+        wide = np.asarray(values, np.float64)
+        outside = (wide < low) | (wide > high) | (wide != np.round(wide))
+        if outside.any():
+            first = np.asarray(values).reshape(-1)[outside.reshape(-1).argmax()]
+            raise DmlError(f"{name}: {first} is not an integer from {low} to {high} "
+                           f"({self.dtype.name})")  # fmt: skip
+        return wide.astype(np.int64).astype(self.dtype)
+
+    def _for_chunk(self, per_block: np.ndarray | None, shape: tuple[int, ...],
+                   start: int) -> np.ndarray | None:  # fmt: skip
+        """The values of a chunk of ``shape`` starting at ``start`` along the axis, in ONNX's blocked
+        layout: the chunk's shape with its axis counted in blocks."""
+        if per_block is None or self.axis is None:
+            return None if per_block is None else per_block[0]
+        count = shape[self.axis] // self.size
+        laid_out = [1] * len(shape)
+        laid_out[self.axis] = count
+        blocked = list(shape)
+        blocked[self.axis] = count
+        first = start // self.size
+        return np.broadcast_to(per_block[first : first + count].reshape(laid_out), blocked)
+
+    def _map(self, function: Callable, dtype: np.dtype):
+        def chunk(values: np.ndarray, block_info=None) -> np.ndarray:
+            start = 0 if self.axis is None else block_info[0]["array-location"][self.axis][0]
+            scale = self._for_chunk(self.scales, values.shape, start)
+            zero_point = self._for_chunk(self.zero_points, values.shape, start)
+            return function(values, scale, zero_point)
+
+        return self.data.map_blocks(chunk, dtype=dtype)
+
+    @property
+    def _blocking(self) -> dict:
+        return {} if self.axis is None else {"axis": self.axis, "block_size": self.size}
+
+    def quantized(self):
+        """The data quantized, 4-bit results as int8/uint8 values."""
+        from .numpy_api import quantize_linear
+
+        values_dtype = _values_dtype(self.dtype)
+
+        def quantize(x, scale, zero_point):
+            q = quantize_linear(x, scale, zero_point, dtype=self.dtype, **self._blocking)
+            return q.astype(values_dtype)
+
+        return self._map(quantize, values_dtype)
+
+    def dequantized(self):
+        """The data (int8/uint8 values, read as the job's type) dequantized to float32."""
+        from .numpy_api import dequantize_linear
+
+        if self.data.dtype != _values_dtype(self.dtype):
+            raise DmlError(f"dtype: {self.dtype.name} data is read from {_values_dtype(self.dtype).name} "
+                           f"values, not {self.data.dtype}")  # fmt: skip
+
+        def dequantize(q, scale, zero_point):
+            return dequantize_linear(self._integers(q, "IN"), scale, zero_point, **self._blocking)
+
+        return self._map(dequantize, np.dtype(np.float32))
+
+
+def _checked_axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise DmlError(f"axis: {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    if dtype.name in ("int4", "uint4"):
+        return (-8, 7) if dtype.name == "int4" else (0, 15)
+    return int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+
+
+def _values_dtype(dtype: np.dtype) -> np.dtype:
+    """How files hold an integer type: 4-bit values in int8/uint8, one per byte."""
+    return np.dtype({"int4": np.int8, "uint4": np.uint8}.get(dtype.name, dtype))
+
+
 def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, scheduler: str,
-               progress: bool, *, output_itemsize: int) -> None:  # fmt: skip
+               progress: bool, *, output_itemsize: int,
+               blocks: tuple[int | None, int] | None = None) -> None:  # fmt: skip
+    """``function`` of the Dask array read from ``source``, stored into ``target``; ``blocks``
+    (an axis, a block size) cuts the chunks on block boundaries."""
     if not chunk_mb > 0:
         raise DmlError(f"chunk_mb: must be positive (got {chunk_mb})")
     if not source.exists():
@@ -158,7 +321,7 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise FileExistsError(f"{target}: already exists; remove it or write elsewhere")
     array = _open(source.resolve())
     chunk_elements = int(chunk_mb * 2**20) // max(array.dtype.itemsize, output_itemsize)
-    data = _read(array, chunk_elements)
+    data = _read(array, chunk_elements, blocks)
     result = function(data)  # builds the graph: argument errors raise here, before any writing
     if result.shape != data.shape:
         raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
@@ -191,20 +354,25 @@ def _zarr(path: Path):
     return zarr
 
 
-def _read(array, chunk_elements: int):
+def _read(array, chunk_elements: int, blocks: tuple[int | None, int] | None = None):
     """The input as a Dask array of blocks of about ``chunk_elements``.
 
     A ``.npy`` file's blocks are contiguous byte ranges, read in few pieces through the memory
     map. A Zarr array's blocks are whole multiples of its chunks, at least one chunk each, so that
-    no two blocks share a chunk of an output chunked like the input.
+    no two blocks share a chunk of an output chunked like the input. With ``blocks`` (an axis, a
+    block size), they are also whole multiples of the block size along the axis.
     """
     import dask.array as da
 
-    if isinstance(array, NpyFile):
-        block = _block_shape(array.shape, chunk_elements, (1,) * array.ndim, array.fortran_order)
+    npy = isinstance(array, NpyFile)
+    unit = list((1,) * array.ndim if npy else array.chunks)
+    axis, size = blocks or (None, 1)
+    if axis is not None and -array.ndim <= axis < array.ndim:  # else the job names the bad axis
+        unit[axis] = math.lcm(unit[axis], size)
+    if npy:
+        block = _block_shape(array.shape, chunk_elements, tuple(unit), array.fortran_order)
         return da.from_array(array, chunks=block, lock=False)
-    block = _block_shape(array.shape, chunk_elements, array.chunks)
-    return da.from_zarr(array, chunks=block)
+    return da.from_zarr(array, chunks=_block_shape(array.shape, chunk_elements, tuple(unit)))
 
 
 def _block_shape(shape: tuple[int, ...], limit: int, unit: tuple[int, ...],
@@ -276,8 +444,9 @@ def add_quantize(subcommands: argparse._SubParsersAction) -> None:
         "memory, into a new Zarr array or .npy file: clamp(round(x / scale) + zero_point).",
     )  # fmt: skip
     _add_job_arguments(parser)
-    parser.add_argument("--dtype", choices=("uint8", "int8"),
-                        help="output type (default: uint8)")  # fmt: skip
+    parser.add_argument("--dtype", choices=("uint8", "int8", "uint4", "int4"),
+                        help="output type (default: uint8); uint4 and int4 are written as uint8/int8 "
+                        "values, one per byte")  # fmt: skip
     parser.set_defaults(handler=_quantize)
 
 
@@ -288,6 +457,8 @@ def add_dequantize(subcommands: argparse._SubParsersAction) -> None:
         "bounded memory, into a new Zarr array or .npy file: (q - zero_point) * scale.",
     )  # fmt: skip
     _add_job_arguments(parser)
+    parser.add_argument("--dtype", choices=("uint4", "int4"),
+                        help="read the input's uint8/int8 values as 4-bit ones (each in range)")  # fmt: skip
     parser.set_defaults(handler=_dequantize)
 
 
@@ -302,6 +473,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         "write --zero-point=-3,4 for a list starting with a minus)")  # fmt: skip
     parser.add_argument("--axis", type=int, metavar="A",
                         help="the axis along which per-channel scales and zero points run")  # fmt: skip
+    parser.add_argument("--block-size", type=int, default=0, metavar="N",
+                        help="blocks of N along --axis, each with its own scale and zero point "
+                        "(ONNX's block_size); N must divide the axis")  # fmt: skip
     parser.add_argument("--chunk-mb", type=float, default=DEFAULT_CHUNK_MB, metavar="N",
                         help=f"MiB of input per chunk (default: {DEFAULT_CHUNK_MB}); a Zarr input is "
                         "read in whole Zarr chunks, one at a time if a Zarr chunk is bigger")  # fmt: skip
@@ -328,14 +502,17 @@ def _quantize(args: argparse.Namespace) -> int:
 
 
 def _dequantize(args: argparse.Namespace) -> int:
-    return _run_job(dequantize_file, args)
+    return _run_job(dequantize_file, args, dtype=args.dtype)
 
 
 def _run_job(job: Callable[..., None], args: argparse.Namespace, **options: object) -> int:
+    if args.block_size and args.axis is None:
+        _fail("--block-size: blocks run along an axis; give --axis")
+        return 2
     try:
         job(args.source, args.target, _per_axis(args.scale, args.axis, "--scale"),
             _per_axis(args.zero_point, args.axis, "--zero-point"), axis=args.axis,
-            chunk_mb=args.chunk_mb, scheduler=args.scheduler,
+            block_size=args.block_size, chunk_mb=args.chunk_mb, scheduler=args.scheduler,
             progress=not args.quiet and sys.stderr.isatty(), **options)  # fmt: skip
     except ImportError as error:
         if (error.name or "").partition(".")[0] not in ("dask", "distributed"):
@@ -358,7 +535,8 @@ def _per_axis(values: list | None, axis: int | None, option: str) -> object:
     return values[0]
 
 
-_OPTIONS = {"scale": "--scale", "zero_point": "--zero-point", "axis": "--axis", "chunk_mb": "--chunk-mb"}
+_OPTIONS = {"scale": "--scale", "zero_point": "--zero-point", "axis": "--axis", "chunk_mb": "--chunk-mb",
+            "block_size": "--block-size", "dtype": "--dtype"}  # fmt: skip
 
 
 def _naming_options(message: str) -> str:

@@ -39,16 +39,19 @@ def _parse_binding(node: Node, resources: Mapping[str, Resource]) -> Binding:
     fields = {"name": entry} if isinstance(entry.value, str) else entry.fields(_BINDING_FIELDS, ("name",))
     resource = named(fields["name"], resources, "resource")
     _check_view_fields(fields, resources)
-    element_size = fields["elementSizeInBytes"].unsigned(64) if "elementSizeInBytes" in fields else 0
-    element_size = element_size or resource.element_size
-    start = fields["elementOffset"].unsigned(64) * element_size if "elementOffset" in fields else 0
+    element_bytes = fields["elementSizeInBytes"].unsigned(64) if "elementSizeInBytes" in fields else 0
+    element_bits = 8 * element_bytes or resource.data_type.bits
+    start_bits = fields["elementOffset"].unsigned(64) * element_bits if "elementOffset" in fields else 0
+    if start_bits % 8:
+        raise fields["elementOffset"].error("starts inside a byte (bind 4-bit elements from an even offset)")
+    start = start_bits // 8
     if start > resource.memory.size:
         raise fields["elementOffset"].error(
             f"starts at byte {start}, past the end of resource '{resource.name}' "
             f"({resource.memory.size} bytes)"
         )
     count = fields["elementCount"].unsigned(64) if "elementCount" in fields else 0
-    end = start + count * element_size if count else resource.memory.size
+    end = start + -(-count * element_bits // 8) if count else resource.memory.size
     if end > resource.memory.size:
         raise fields["elementCount"].error(
             f"reaches byte {end}, but resource '{resource.name}' has {resource.memory.size} bytes"
@@ -70,11 +73,25 @@ def _check_view_fields(fields: Mapping[str, Node], resources: Mapping[str, Resou
 
 
 def parse_bindings(node: Node, resources: Mapping[str, Resource], desc: OperatorDesc) -> dict[str, Binding]:
-    """Bindings by the DirectML names of the tensors the description declares."""
-    declared = {tensor_field.dml_name for tensor_field, tensor in desc.tensors() if tensor is not None}
+    """Bindings by the DirectML names of the tensors the description declares; an array field
+    (``QuantizationTensors``) binds a JSON array of resources, one per tensor, as DxDispatch reads
+    it, each kept under the element's name (``QuantizationTensors[1]``)."""
+    declared = {field.dml_name: tensor for field, tensor in desc.tensors() if tensor is not None}
     bindings = {}
     for name, entry in node.entries().items():
         if name not in declared:
             raise entry.error(f"not a tensor of this desc (it declares {one_of(sorted(declared))})")
-        bindings[name] = _parse_binding(entry, resources)
+        if isinstance(declared[name], tuple):
+            bindings.update(_array_bindings(name, len(declared[name]), entry, resources))
+        else:
+            bindings[name] = _parse_binding(entry, resources)
     return bindings
+
+
+def _array_bindings(
+    name: str, count: int, node: Node, resources: Mapping[str, Resource]
+) -> dict[str, Binding]:
+    items = node.elements() if isinstance(node.value, list) else [node]
+    if len(items) != count:
+        raise node.error(f"binds {len(items)} resource(s); the desc's {name} has {count} tensor(s)")
+    return {f"{name}[{index}]": _parse_binding(item, resources) for index, item in enumerate(items)}

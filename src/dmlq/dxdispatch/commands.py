@@ -13,7 +13,7 @@ import numpy as np
 
 from ..device import CompiledOperator
 from ..errors import DmlError
-from ..ops.base import TensorField
+from ..ops import Quantize
 from .bindings import Binding, parse_bindings
 from .descriptions import dml_field_name, relocated_error
 from .dispatchables import Dispatchable
@@ -52,8 +52,9 @@ class Dispatch:
         names the binding's JSON path."""
         desc = self.dispatchable.desc
         initialized = self.dispatchable.initialized  # bound once, by the operator's initializer
-        inputs = [None if f.dml_name in initialized else self._buffer(f) for f in desc.input_fields()]
-        outputs = [self._buffer(tensor_field) for tensor_field in desc.output_fields()]
+        names = [dml_field_name(type(desc), name) for name, _ in desc.input_tensors()]
+        inputs = [None if name in initialized else self._buffer(name) for name in names]
+        outputs = [self._buffer(tensor_field.dml_name) for tensor_field in desc.output_fields()]
         try:
             return operator.bind(inputs, outputs)
         except DmlError as error:
@@ -64,14 +65,19 @@ class Dispatch:
         return [
             f"{self._binding_path(name)}: a scale of 0, which DirectML leaves undefined (here x / 0)"
             for name, view in views.items()
-            if name.endswith("scale") and view is not None and bool(np.any(view == 0))
+            if self._is_scale(name) and view is not None and bool(np.any(view == 0))
         ]
+
+    def _is_scale(self, name: str) -> bool:
+        """Whether input ``name`` is a scale: QUANTIZE's is its first quantization tensor."""
+        return name.endswith("scale") or (isinstance(self.dispatchable.desc, Quantize) and
+                                          name == "quantization_tensors[0]")  # fmt: skip
 
     def _binding(self, dml_name: str) -> Binding | None:
         return self.dispatchable.initialized.get(dml_name) or self.bindings.get(dml_name)
 
-    def _buffer(self, tensor_field: TensorField) -> np.ndarray | None:
-        binding = self._binding(tensor_field.dml_name)
+    def _buffer(self, dml_name: str) -> np.ndarray | None:
+        binding = self._binding(dml_name)
         return None if binding is None else binding.view
 
     def _binding_path(self, name: str) -> str:
@@ -93,9 +99,10 @@ class Print:
             print(f"Resource '{self.resource.name}': {', '.join(map(format_value, values))}", file=out)
             return
         print(f"Resource '{self.resource.name}':", file=out)
-        width, digits = len(str(max(values.size - 1, 0))), 2 * values.itemsize
+        bits = self.resource.data_type.bits
+        width, digits = len(str(max(values.size - 1, 0))), bits // 4
         for index, (value, raw) in enumerate(zip(values, values.view(f"u{values.itemsize}"))):
-            print(f"[{index:{width}}] {format_value(value)} (0x{int(raw):0{digits}X})", file=out)
+            print(f"[{index:{width}}] {format_value(value)} (0x{int(raw) % 2**bits:0{digits}X})", file=out)
 
 
 def format_value(value: np.generic) -> str:
@@ -112,7 +119,11 @@ def format_value(value: np.generic) -> str:
 
 @dataclass(frozen=True)
 class WriteFile:
-    """``writeFile``: the whole buffer as ``.npy`` (1-D unless ``dimensions``) or as raw bytes."""
+    """``writeFile``: the whole buffer as ``.npy`` (1-D unless ``dimensions``) or as raw bytes.
+
+    A 4-bit resource's ``.npy`` holds int8/uint8 values, one per byte (NumPy has no 4-bit dtype;
+    ``ml_dtypes`` arrays would not load without it); its raw file holds the packed bytes.
+    """
 
     resource: Resource
     target: Path
@@ -133,10 +144,8 @@ class WriteFile:
         print(f"Resource '{self.resource.name}' written to '{self.target}'", file=out)
 
     def _array(self) -> np.ndarray:
-        size = self.resource.element_size
-        shape = self.dimensions or (self.resource.memory.size // size,)
-        data = self.resource.memory[: math.prod(shape) * size]
-        return data.view(self.resource.data_type.dtype).reshape(shape)
+        shape = self.dimensions or (self.resource.memory.size * 8 // self.resource.data_type.bits,)
+        return self.resource.values(math.prod(shape)).reshape(shape)
 
 
 def _parse_dispatch(
@@ -149,8 +158,8 @@ def _parse_dispatch(
     for name, binding in bindings.items():
         if name in dispatchable.initialized:
             raise DmlError(f"{binding.path}: OWNED_BY_DML, bound once in {dispatchable.path}.bindings")
-    for tensor_field, tensor in dispatchable.desc.tensors():
-        name = tensor_field.dml_name
+    for tensor_name, tensor in dispatchable.desc.bound_tensors():
+        name = dml_field_name(type(dispatchable.desc), tensor_name)
         if tensor is not None and name not in bindings and name not in dispatchable.initialized:
             raise fields["bindings"].error(f"missing binding for {name}, which the desc declares")
     return Dispatch(dispatchable, bindings, node.path)
@@ -171,7 +180,7 @@ def _parse_write_file(node: Node, resources: Mapping[str, Resource], dispatchabl
     dimensions = None
     if "dimensions" in fields:
         dimensions = tuple(item.unsigned() for item in fields["dimensions"].elements()) or None
-        needed = math.prod(dimensions or ()) * resource.element_size
+        needed = resource.bytes_of(math.prod(dimensions or ()))
         if needed > resource.memory.size:
             raise fields["dimensions"].error(
                 f"need {needed} bytes, but resource '{resource.name}' has {resource.memory.size}"

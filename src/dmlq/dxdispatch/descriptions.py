@@ -11,7 +11,7 @@ from ..activations import ACTIVATIONS, Activation
 from ..errors import DmlError
 from ..ops import OperatorDesc
 from ..tensor import TensorDesc
-from ..types import TensorFlags
+from ..types import QuantizationType, TensorFlags
 from .reading import Node, one_of, parse_data_type, parse_flags
 
 TENSOR_FLAGS = dict(TensorFlags.__members__)
@@ -34,30 +34,39 @@ def _camel(snake: str) -> str:
 
 
 def dml_field_name(cls: type[OperatorDesc], name: str) -> str:
-    """The DirectML name of a description field: ``a_scale`` -> ``AScaleTensor``.
+    """The DirectML name of a description field or of an element of an array field:
+    ``a_scale`` -> ``AScaleTensor``, ``quantization_tensors[1]`` -> ``QuantizationTensors[1]``.
 
     >>> dml_field_name(ops.ElementWiseAdd1, "a"), dml_field_name(ops.ElementWiseAdd1, "fused_activation")
     ('ATensor', 'FusedActivation')
+    >>> dml_field_name(ops.Dequantize, "quantization_tensors[1]")
+    'QuantizationTensors[1]'
     """
     tensor_names = {tensor_field.name: tensor_field.dml_name for tensor_field in cls.FIELDS}
-    return tensor_names.get(name, _camel(name))
+    field, bracket, index = name.partition("[")
+    return tensor_names.get(field, _camel(field)) + bracket + index
 
 
 def parse_operator_desc(cls: type[OperatorDesc], node: Node) -> OperatorDesc:
-    """``desc``: the tensors by their DirectML names (an optional one may be left out), and
-    ``FusedActivation`` where the operator has one."""
+    """``desc``: the tensors by their DirectML names (an optional one may be left out; an array
+    field such as ``QuantizationTensors`` is a JSON array of them), ``FusedActivation`` where the
+    operator has one, and ``QuantizationType`` (required) where it has one."""
     tensors = {tensor_field.dml_name: tensor_field for tensor_field in cls.FIELDS}
     others = {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name in _FIELD_PARSERS}
     fields = node.fields([*tensors, *others])
     values = {}
     for dml_name, tensor_field in tensors.items():
-        if dml_name in fields:
+        if dml_name in fields and tensor_field.is_array:
+            values[tensor_field.name] = tuple(map(_parse_tensor_desc, fields[dml_name].elements()))
+        elif dml_name in fields:
             values[tensor_field.name] = _parse_tensor_desc(fields[dml_name])
         elif not any(row.tensors[tensor_field.name].optional for row in cls.SUPPORT):
             raise node.error(f"missing field '{dml_name}'")
     for dml_name, name in others.items():
         if dml_name in fields:
             values[name] = _FIELD_PARSERS[name](fields[dml_name])
+        elif name in _REQUIRED_FIELDS:
+            raise node.error(f"missing field '{dml_name}'")
     return cls(**values)
 
 
@@ -116,7 +125,19 @@ def _activation_class(node: Node) -> type[Activation]:
     raise node.error(f"not an activation DirectML fuses (expected one of {known})")
 
 
-_FIELD_PARSERS: dict[str, Callable[[Node], object]] = {"fused_activation": _parse_activation}
+def _parse_quantization_type(node: Node) -> QuantizationType:
+    """``QuantizationType``: ``SCALE`` or ``SCALE_ZERO_POINT``, with or without ``DML_QUANTIZATION_TYPE_``."""
+    name = node.string().removeprefix("DML_QUANTIZATION_TYPE_")
+    if name not in QuantizationType.__members__:
+        raise node.error(f"unknown quantization type (expected {one_of(list(QuantizationType.__members__))})")
+    return QuantizationType[name]
+
+
+_FIELD_PARSERS: dict[str, Callable[[Node], object]] = {
+    "fused_activation": _parse_activation,
+    "quantization_type": _parse_quantization_type,
+}
+_REQUIRED_FIELDS = ("quantization_type",)  # DirectML gives it no default
 
 
 def relocated_error(
@@ -127,9 +148,9 @@ def relocated_error(
     head, separator, rule = message.partition(": ")
     if not separator or not head.startswith(cls.__name__):
         return DmlError(f"{default_path}: {message}")
-    for f in dataclasses.fields(cls):
-        if head == f"{cls.__name__}.{f.name}" or head.endswith(f"({f.name})"):
-            return DmlError(f"{field_path(f.name)}: {_model_field_names(rule)}")
+    name = head[head.index("(") + 1 : -1] if head.endswith(")") else head.removeprefix(f"{cls.__name__}.")
+    if name.partition("[")[0] in {f.name for f in dataclasses.fields(cls)}:
+        return DmlError(f"{field_path(name)}: {_model_field_names(rule)}")
     return DmlError(f"{default_path}: {rule}")
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..device import CompiledOperator, Device
 from ..errors import DmlError
 from ..ops import OperatorDesc
+from ..tensor import TensorDesc
 from ..types import TensorFlags
 from .bindings import Binding, parse_bindings
 from .descriptions import dml_field_name, operator_class, parse_operator_desc, relocated_error
@@ -44,7 +45,8 @@ class Dispatchable:
         try:
             operator = device.compile_operator(self.desc)
             if self.initialized:
-                owned = [self.initialized.get(f.dml_name) for f in self.desc.input_fields()]
+                names = [dml_field_name(type(self.desc), name) for name, _ in self.desc.input_tensors()]
+                owned = [self.initialized.get(name) for name in names]
                 operator.initialize([None if binding is None else binding.view for binding in owned])
         except DmlError as error:
             raise self.relocated(error) from None
@@ -88,9 +90,9 @@ def _initialization_bindings(
 ) -> dict[str, Binding]:
     """The dispatchable's own ``bindings``: exactly its OWNED_BY_DML inputs, copied now."""
     owned = [
-        tensor_field.dml_name
-        for tensor_field, tensor in desc.tensors()
-        if not tensor_field.is_output and tensor is not None and tensor.flags & TensorFlags.OWNED_BY_DML
+        dml_field_name(type(desc), name)
+        for name, tensor in desc.input_tensors()
+        if isinstance(tensor, TensorDesc) and tensor.flags & TensorFlags.OWNED_BY_DML
     ]
     bindings = parse_bindings(node, resources, desc) if node else {}
     for name, binding in bindings.items():
