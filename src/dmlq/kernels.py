@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from . import _core, reference
+from .activations import Activation
 from .int4 import FOUR_BIT_DTYPES, Nibbles
 from .ops import (
     Dequantize,
@@ -66,12 +67,25 @@ def dequantize_linear(desc, views: Views, out: np.ndarray, reciprocal_division: 
 
 
 def _activation(desc) -> tuple[int, tuple[float, float]]:
-    """The fused activation's DirectML type value (0 for none) and its two parameter slots."""
+    """The fused activation's DirectML type value (0 for none) and its two parameter slots.
+
+    Computed once per activation object (a compiled operator's description keeps its own), by
+    identity: equal activations can differ in bits (an alpha of 0.0 or -0.0).
+    """
     activation = getattr(desc, "fused_activation", None)
     if activation is None:
         return 0, (0.0, 0.0)
-    parameters = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
-    return activation.TYPE_VALUE, parameters[:2]
+    cached = _ACTIVATION_ARGUMENTS.get(id(activation))
+    if cached is None or cached[0] is not activation:
+        if len(_ACTIVATION_ARGUMENTS) >= _ACTIVATION_ARGUMENTS_LIMIT:
+            _ACTIVATION_ARGUMENTS.clear()
+        parameters = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
+        cached = _ACTIVATION_ARGUMENTS[id(activation)] = activation, (activation.TYPE_VALUE, parameters[:2])
+    return cached[1]
+
+
+_ACTIVATION_ARGUMENTS: dict[int, tuple[Activation, tuple[int, tuple[float, float]]]] = {}
+_ACTIVATION_ARGUMENTS_LIMIT = 1024
 
 
 def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
@@ -79,8 +93,9 @@ def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     _call(_core.add, (views["a"], views["b"]), out, activation, parameters)
 
 
-def _scalar(view: np.ndarray | None) -> np.generic | None:
-    return None if view is None else view.reshape(-1)[0]
+def _scalar(view: np.ndarray | None) -> float | int | None:
+    """A per-tensor view's one value as a Python number."""
+    return None if view is None else view.item(0)
 
 
 def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
@@ -93,8 +108,8 @@ def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_divisio
 
 def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
     """A scale or zero point tensor as a 2-D ``[M, 1]``, ``[1, N]`` or ``[1, 1]`` array."""
-    if view is None:
-        return None
+    if view is None or view.ndim == 2:
+        return view
     padded = view.reshape((1, 1) + view.shape)
     return padded.reshape(padded.shape[-2:])
 

@@ -16,7 +16,7 @@ any layout, may alias an input) and then returns ``out``:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -322,11 +322,17 @@ _COMPILED: dict[tuple, CompiledOperator] = {}
 _COMPILED_LIMIT = 1024
 
 
-def _layout(array: np.ndarray) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
-    return array.dtype.char, array.shape, array.strides
+def _layout_key(desc_type: type[OperatorDesc], out: np.ndarray,
+                operands: Iterable[np.ndarray | None]) -> tuple:  # fmt: skip
+    """``_core.layout_key``'s key for any arrays: flat, as nested tuples cost more to build and hash.
 
-
-_NO_LAYOUT = (None, None, None)
+    >>> _layout_key(OperatorDesc, np.zeros(2, np.uint8), [None, np.zeros((1, 3), np.float32)])[1:]
+    ('B', (2,), (1,), None, None, None, 'f', (1, 3), (12, 4))
+    """
+    parts: list[object] = [desc_type]
+    for array in (out, *operands):
+        parts += (None, None, None) if array is None else (array.dtype.char, array.shape, array.strides)
+    return tuple(parts)
 
 
 def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
@@ -346,18 +352,12 @@ def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | No
     kernels then read the operands as they are (packed copies of those DirectML strides cannot
     describe).
     """
-    parts = [desc_type, *_layout(out)]
-    for name, operand in operands.items():  # flat: nested tuples cost more to build and hash
-        if operand is None:
-            parts += _NO_LAYOUT
-            continue
-        described = _describable(operand)
-        if described is not operand:
-            operands = {**operands, name: described}
-        parts += _layout(described)
+    key = _core.layout_key(desc_type, out, *operands.values())  # the common case, built in C
+    if key is None:  # a strided or byte-swapped operand: described as it is, or copied
+        operands = {name: _describable(operand) for name, operand in operands.items()}
+        key = _layout_key(desc_type, out, operands.values())
     if fields:
-        parts += map(repr, fields.values())
-    key = tuple(parts)
+        key += tuple(map(repr, fields.values()))
     operator = _COMPILED.get(key)
     if operator is None:
         views = {name: operand if name in as_given else _broadcast_view(operand, out.shape)
@@ -641,7 +641,10 @@ def _matrix_quantization(value: np.ndarray | None, name: str, kind: str, m: int,
 
 
 def _batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
-    return np.broadcast_to(_describable(operand), (*batch, *operand.shape[-2:]))
+    described = _describable(operand)
+    if operand.shape[:-2] == batch:  # nothing to broadcast: skip the cost of a broadcast view
+        return described
+    return np.broadcast_to(described, (*batch, *operand.shape[-2:]))
 
 
 def _write_empty_product(zero_point: np.ndarray | None, target: np.ndarray) -> None:
