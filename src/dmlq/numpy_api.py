@@ -66,6 +66,12 @@ def _is_numpy(value: object) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
+def _is_exactly(value: object, dtype: np.dtype) -> bool:
+    """Whether ``value`` is an ndarray of ``dtype`` in native order (a cheap test for the common case:
+    NumPy's native built-in dtypes are single objects)."""
+    return type(value) is np.ndarray and value.dtype is dtype
+
+
 def _native(dtype: np.dtype) -> np.dtype:
     """``dtype`` in native byte order: a byte-swapped array means the same values as a native one."""
     return dtype if dtype.isnative else dtype.newbyteorder("=")
@@ -138,6 +144,8 @@ def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     """A scale converted to ``dtype`` (float32, or float16 beside float16 data): finite, non-zero."""
+    if _is_exactly(value, dtype) and value.size == 1 and _valid_scale(value.item()):
+        return value  # the common per-tensor scale: nothing to convert, a plain float test
     array = _as_array(value, name)
     kind = array.dtype.kind
     if kind != "f" and _is_numpy(value):
@@ -146,13 +154,16 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
         raise DmlError(f"{name}: boolean values are not scales")
     scale = array if array.dtype == dtype else _to_float(array, dtype)
     if scale.size == 1:  # one scale: plain float tests cost far less than ufuncs
-        value = scale.item()
-        valid = math.isfinite(value) and value != 0
+        valid = _valid_scale(scale.item())
     else:
         valid = bool(np.all(np.isfinite(scale))) and not np.any(scale == 0)
     if not valid:
         _raise_scale_error(name, array, scale)
     return scale
+
+
+def _valid_scale(value: float) -> bool:
+    return math.isfinite(value) and value != 0
 
 
 def _raise_scale_error(name: str, given: np.ndarray, scale: np.ndarray) -> NoReturn:
@@ -202,8 +213,8 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
 def _zero_point(value: object, name: str, dtype: np.dtype,
                 carriers: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
     """A zero point as its tensor's ``dtype``: one that carries another dtype is refused."""
-    if value is None:
-        return None
+    if value is None or _is_exactly(value, dtype):
+        return value
     carried = _carried_dtype(value, carriers)
     if carried is not None and carried != dtype:
         raise DmlError(f"{name}: dtype {carried} differs from its tensor's {dtype}")
@@ -504,6 +515,8 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
 def _integer_operand(value: object, name: str, zero_point: object, allowed: Sequence[np.dtype]) -> np.ndarray:
     """Integer data of an ``allowed`` dtype; lists and NumPy integers of other dtypes (int64) take
     the dtype their zero point carries, else uint8, and must fit it."""
+    if type(value) is np.ndarray and value.dtype in allowed:  # the common case: nothing to convert
+        return value
     dtype = _carried_dtype(zero_point, allowed) or U8
     return _operand(value, name, allowed, dtype, integers=dtype)
 
