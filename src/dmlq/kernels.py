@@ -93,16 +93,17 @@ def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     _call(_core.add, (views["a"], views["b"]), out, activation, parameters)
 
 
-def _scalar(view: np.ndarray | None) -> float | int | None:
-    """A per-tensor view's one value as a Python number."""
-    return None if view is None else view.item(0)
+_QUANTIZED_ADD_PARAMETERS = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
+                             "output_scale", "output_zero_point")  # fmt: skip
+
+
+def _scalar(view: np.ndarray | None) -> float | int:
+    """A per-tensor view's one value as a Python number (0 for an absent zero point)."""
+    return 0 if view is None else view.item(0)
 
 
 def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    scalars = []
-    for side in ("a", "b", "output"):
-        zero_point = _scalar(views[f"{side}_zero_point"])
-        scalars += [float(_scalar(views[f"{side}_scale"])), 0 if zero_point is None else int(zero_point)]
+    scalars = [_scalar(views[name]) for name in _QUANTIZED_ADD_PARAMETERS]
     _call(_core.quantized_add, (views["a"], views["b"]), out, *scalars, reciprocal_division)
 
 
@@ -114,8 +115,8 @@ def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
     return padded.reshape(padded.shape[-2:])
 
 
-_MATRIX_FIELDS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
-                  "output_scale", "output_zero_point")  # fmt: skip
+_MATRIX_QUANTIZATION = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
+                        "output_scale", "output_zero_point")  # fmt: skip
 
 
 def _matrix_b(b: np.ndarray | PackedB) -> object:
@@ -128,10 +129,8 @@ def _matrix_b(b: np.ndarray | PackedB) -> object:
 
 def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     """``views["b"]`` is an array or a :class:`PackedB` (OWNED_BY_DML, or a NumPy-layer packing)."""
-    operands = tuple(
-        views["a"] if name == "a" else _matrix_b(views["b"]) if name == "b" else matrix_operand(views[name])
-        for name in _MATRIX_FIELDS
-    )
+    a_scale, a_zero_point, *b_and_output = (matrix_operand(views[name]) for name in _MATRIX_QUANTIZATION)
+    operands = (views["a"], a_scale, a_zero_point, _matrix_b(views["b"]), *b_and_output)
     if views["a"].shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
         out[...] = reference.quantized_linear_matrix_multiply(
             *operands, out.dtype, reciprocal_division=reciprocal_division
