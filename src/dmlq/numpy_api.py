@@ -347,21 +347,22 @@ def _layout_key(desc_type: type[OperatorDesc], out: np.ndarray,
 
 
 def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
-         as_given: tuple[str, ...] = (), **fields: object) -> None:  # fmt: skip
+         as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
+         **fields: object) -> None:  # fmt: skip
     """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``."""
-    operator, operands = _compiled(desc_type, operands, out, as_given, **fields)
+    operator, operands = _compiled(desc_type, operands, out, as_given, per_tensor, **fields)
     operator.run_arrays(operands, out)
 
 
 def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
-              as_given: tuple[str, ...] = (),
+              as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
               **fields: object) -> tuple[CompiledOperator, dict[str, np.ndarray | None]]:  # fmt: skip
     """The operator compiled for ``operands`` and ``out``, and the operands its kernel reads.
 
     The description, with each operand broadcast to the output's sizes through zero strides (the
-    ones named in ``as_given`` described with their own sizes), is compiled once per layout; the
-    kernels then read the operands as they are (packed copies of those DirectML strides cannot
-    describe).
+    ones named in ``as_given`` described with their own sizes, the one-element ones named in
+    ``per_tensor`` as DirectML's per-tensor {1, ..., 1}), is compiled once per layout; the kernels
+    then read the operands as they are (packed copies of those DirectML strides cannot describe).
     """
     key = _core.layout_key(desc_type, out, *operands.values())  # the common case, built in C
     if key is None:  # a strided or byte-swapped operand: described as it is, or copied
@@ -371,7 +372,7 @@ def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | No
         key += tuple(map(repr, fields.values()))
     operator = _COMPILED.get(key)
     if operator is None:
-        views = {name: operand if name in as_given else _broadcast_view(operand, out.shape)
+        views = {name: _view_to_describe(operand, out.shape, name in as_given, name in per_tensor)
                  for name, operand in operands.items()}  # fmt: skip
         descs = {name: None if view is None else _desc(view) for name, view in views.items()}
         operator = _DEVICE.compile_operator(desc_type(**descs, output=_desc(out), **fields))
@@ -379,6 +380,14 @@ def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | No
             _COMPILED.clear()
         _COMPILED[key] = operator
     return operator, operands
+
+
+def _view_to_describe(operand: np.ndarray | None, shape: tuple[int, ...], as_given: bool,
+                      per_tensor: bool) -> np.ndarray | None:  # fmt: skip
+    """What describes ``operand`` in an operator whose output has ``shape`` (see :func:`_compiled`)."""
+    if operand is not None and per_tensor:
+        return operand.reshape((1,) * len(shape))
+    return operand if as_given else _broadcast_view(operand, shape)
 
 
 # -- the five functions ------------------------------------------------------------------------
@@ -505,10 +514,8 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
             raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
     target = _target(out, _broadcast_shape(a=a, b=b, **quantization), out_dtype)
     if target.size:
-        ones = (1,) * max(target.ndim, 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
-        operands = {"a": a, "b": b}
-        operands |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
-        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(target), as_given=tuple(quantization))
+        operands = {"a": a, "b": b, **quantization}
+        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(target), per_tensor=tuple(quantization))
     return _delivered(target, out)
 
 
