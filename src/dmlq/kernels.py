@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from . import _core, reference
+from .activations import Activation
 from .int4 import FOUR_BIT_DTYPES, Nibbles
 from .ops import (
     Dequantize,
@@ -66,12 +67,25 @@ def dequantize_linear(desc, views: Views, out: np.ndarray, reciprocal_division: 
 
 
 def _activation(desc) -> tuple[int, tuple[float, float]]:
-    """The fused activation's DirectML type value (0 for none) and its two parameter slots."""
+    """The fused activation's DirectML type value (0 for none) and its two parameter slots.
+
+    Computed once per activation object (a compiled operator's description keeps its own), by
+    identity: equal activations can differ in bits (an alpha of 0.0 or -0.0).
+    """
     activation = getattr(desc, "fused_activation", None)
     if activation is None:
         return 0, (0.0, 0.0)
-    parameters = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
-    return activation.TYPE_VALUE, parameters[:2]
+    cached = _ACTIVATION_ARGUMENTS.get(id(activation))
+    if cached is None or cached[0] is not activation:
+        if len(_ACTIVATION_ARGUMENTS) >= _ACTIVATION_ARGUMENTS_LIMIT:
+            _ACTIVATION_ARGUMENTS.clear()
+        parameters = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
+        cached = _ACTIVATION_ARGUMENTS[id(activation)] = activation, (activation.TYPE_VALUE, parameters[:2])
+    return cached[1]
+
+
+_ACTIVATION_ARGUMENTS: dict[int, tuple[Activation, tuple[int, tuple[float, float]]]] = {}
+_ACTIVATION_ARGUMENTS_LIMIT = 1024
 
 
 def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
@@ -79,28 +93,30 @@ def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     _call(_core.add, (views["a"], views["b"]), out, activation, parameters)
 
 
-def _scalar(view: np.ndarray | None) -> np.generic | None:
-    return None if view is None else view.reshape(-1)[0]
+_QUANTIZED_ADD_PARAMETERS = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
+                             "output_scale", "output_zero_point")  # fmt: skip
+
+
+def _scalar(view: np.ndarray | None) -> float | int:
+    """A per-tensor view's one value as a Python number (0 for an absent zero point)."""
+    return 0 if view is None else view.item(0)
 
 
 def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    scalars = []
-    for side in ("a", "b", "output"):
-        zero_point = _scalar(views[f"{side}_zero_point"])
-        scalars += [float(_scalar(views[f"{side}_scale"])), 0 if zero_point is None else int(zero_point)]
+    scalars = [_scalar(views[name]) for name in _QUANTIZED_ADD_PARAMETERS]
     _call(_core.quantized_add, (views["a"], views["b"]), out, *scalars, reciprocal_division)
 
 
 def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
     """A scale or zero point tensor as a 2-D ``[M, 1]``, ``[1, N]`` or ``[1, 1]`` array."""
-    if view is None:
-        return None
+    if view is None or view.ndim == 2:
+        return view
     padded = view.reshape((1, 1) + view.shape)
     return padded.reshape(padded.shape[-2:])
 
 
-_MATRIX_FIELDS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
-                  "output_scale", "output_zero_point")  # fmt: skip
+_MATRIX_QUANTIZATION = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
+                        "output_scale", "output_zero_point")  # fmt: skip
 
 
 def _matrix_b(b: np.ndarray | PackedB) -> object:
@@ -113,10 +129,8 @@ def _matrix_b(b: np.ndarray | PackedB) -> object:
 
 def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     """``views["b"]`` is an array or a :class:`PackedB` (OWNED_BY_DML, or a NumPy-layer packing)."""
-    operands = tuple(
-        views["a"] if name == "a" else _matrix_b(views["b"]) if name == "b" else matrix_operand(views[name])
-        for name in _MATRIX_FIELDS
-    )
+    a_scale, a_zero_point, *b_and_output = (matrix_operand(views[name]) for name in _MATRIX_QUANTIZATION)
+    operands = (views["a"], a_scale, a_zero_point, _matrix_b(views["b"]), *b_and_output)
     if views["a"].shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
         out[...] = reference.quantized_linear_matrix_multiply(
             *operands, out.dtype, reciprocal_division=reciprocal_division

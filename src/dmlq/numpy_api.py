@@ -16,7 +16,7 @@ any layout, may alias an input) and then returns ``out``:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -64,6 +64,12 @@ DEQUANTIZE_INPUT_TYPES = tuple(np.dtype(t) for t in ("int32", "int16", "int8",
 
 def _is_numpy(value: object) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
+
+
+def _is_exactly(value: object, dtype: np.dtype) -> bool:
+    """Whether ``value`` is an ndarray of ``dtype`` in native order (a cheap test for the common case:
+    NumPy's native built-in dtypes are single objects)."""
+    return type(value) is np.ndarray and value.dtype is dtype
 
 
 def _native(dtype: np.dtype) -> np.dtype:
@@ -138,6 +144,8 @@ def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     """A scale converted to ``dtype`` (float32, or float16 beside float16 data): finite, non-zero."""
+    if _is_exactly(value, dtype) and value.size == 1 and _valid_scale(value.item()):
+        return value  # the common per-tensor scale: nothing to convert, a plain float test
     array = _as_array(value, name)
     kind = array.dtype.kind
     if kind != "f" and _is_numpy(value):
@@ -146,13 +154,16 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
         raise DmlError(f"{name}: boolean values are not scales")
     scale = array if array.dtype == dtype else _to_float(array, dtype)
     if scale.size == 1:  # one scale: plain float tests cost far less than ufuncs
-        value = scale.item()
-        valid = math.isfinite(value) and value != 0
+        valid = _valid_scale(scale.item())
     else:
         valid = bool(np.all(np.isfinite(scale))) and not np.any(scale == 0)
     if not valid:
         _raise_scale_error(name, array, scale)
     return scale
+
+
+def _valid_scale(value: float) -> bool:
+    return math.isfinite(value) and value != 0
 
 
 def _raise_scale_error(name: str, given: np.ndarray, scale: np.ndarray) -> NoReturn:
@@ -202,8 +213,8 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
 def _zero_point(value: object, name: str, dtype: np.dtype,
                 carriers: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
     """A zero point as its tensor's ``dtype``: one that carries another dtype is refused."""
-    if value is None:
-        return None
+    if value is None or _is_exactly(value, dtype):
+        return value
     carried = _carried_dtype(value, carriers)
     if carried is not None and carried != dtype:
         raise DmlError(f"{name}: dtype {carried} differs from its tensor's {dtype}")
@@ -322,45 +333,46 @@ _COMPILED: dict[tuple, CompiledOperator] = {}
 _COMPILED_LIMIT = 1024
 
 
-def _layout(array: np.ndarray) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
-    return array.dtype.char, array.shape, array.strides
+def _layout_key(desc_type: type[OperatorDesc], out: np.ndarray,
+                operands: Iterable[np.ndarray | None]) -> tuple:  # fmt: skip
+    """``_core.layout_key``'s key for any arrays: flat, as nested tuples cost more to build and hash.
 
-
-_NO_LAYOUT = (None, None, None)
+    >>> _layout_key(OperatorDesc, np.zeros(2, np.uint8), [None, np.zeros((1, 3), np.float32)])[1:]
+    ('B', (2,), (1,), None, None, None, 'f', (1, 3), (12, 4))
+    """
+    parts: list[object] = [desc_type]
+    for array in (out, *operands):
+        parts += (None, None, None) if array is None else (array.dtype.char, array.shape, array.strides)
+    return tuple(parts)
 
 
 def _run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
-         as_given: tuple[str, ...] = (), **fields: object) -> None:  # fmt: skip
+         as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
+         **fields: object) -> None:  # fmt: skip
     """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``."""
-    operator, operands = _compiled(desc_type, operands, out, as_given, **fields)
+    operator, operands = _compiled(desc_type, operands, out, as_given, per_tensor, **fields)
     operator.run_arrays(operands, out)
 
 
 def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
-              as_given: tuple[str, ...] = (),
+              as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
               **fields: object) -> tuple[CompiledOperator, dict[str, np.ndarray | None]]:  # fmt: skip
     """The operator compiled for ``operands`` and ``out``, and the operands its kernel reads.
 
     The description, with each operand broadcast to the output's sizes through zero strides (the
-    ones named in ``as_given`` described with their own sizes), is compiled once per layout; the
-    kernels then read the operands as they are (packed copies of those DirectML strides cannot
-    describe).
+    ones named in ``as_given`` described with their own sizes, the one-element ones named in
+    ``per_tensor`` as DirectML's per-tensor {1, ..., 1}), is compiled once per layout; the kernels
+    then read the operands as they are (packed copies of those DirectML strides cannot describe).
     """
-    parts = [desc_type, *_layout(out)]
-    for name, operand in operands.items():  # flat: nested tuples cost more to build and hash
-        if operand is None:
-            parts += _NO_LAYOUT
-            continue
-        described = _describable(operand)
-        if described is not operand:
-            operands = {**operands, name: described}
-        parts += _layout(described)
+    key = _core.layout_key(desc_type, out, *operands.values())  # the common case, built in C
+    if key is None:  # a strided or byte-swapped operand: described as it is, or copied
+        operands = {name: _describable(operand) for name, operand in operands.items()}
+        key = _layout_key(desc_type, out, operands.values())
     if fields:
-        parts += map(repr, fields.values())
-    key = tuple(parts)
+        key += tuple(map(repr, fields.values()))
     operator = _COMPILED.get(key)
     if operator is None:
-        views = {name: operand if name in as_given else _broadcast_view(operand, out.shape)
+        views = {name: _view_to_describe(operand, out.shape, name in as_given, name in per_tensor)
                  for name, operand in operands.items()}  # fmt: skip
         descs = {name: None if view is None else _desc(view) for name, view in views.items()}
         operator = _DEVICE.compile_operator(desc_type(**descs, output=_desc(out), **fields))
@@ -368,6 +380,14 @@ def _compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | No
             _COMPILED.clear()
         _COMPILED[key] = operator
     return operator, operands
+
+
+def _view_to_describe(operand: np.ndarray | None, shape: tuple[int, ...], as_given: bool,
+                      per_tensor: bool) -> np.ndarray | None:  # fmt: skip
+    """What describes ``operand`` in an operator whose output has ``shape`` (see :func:`_compiled`)."""
+    if operand is not None and per_tensor:
+        return operand.reshape((1,) * len(shape))
+    return operand if as_given else _broadcast_view(operand, shape)
 
 
 # -- the five functions ------------------------------------------------------------------------
@@ -494,16 +514,16 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
             raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
     target = _target(out, _broadcast_shape(a=a, b=b, **quantization), out_dtype)
     if target.size:
-        ones = (1,) * max(target.ndim, 1)  # DirectML's per-tensor {1, ..., 1}, the data's dimension count
-        operands = {"a": a, "b": b}
-        operands |= {name: None if v is None else v.reshape(ones) for name, v in quantization.items()}
-        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(target), as_given=tuple(quantization))
+        operands = {"a": a, "b": b, **quantization}
+        _run(ElementWiseQuantizedLinearAdd, operands, _at_least_1d(target), per_tensor=tuple(quantization))
     return _delivered(target, out)
 
 
 def _integer_operand(value: object, name: str, zero_point: object, allowed: Sequence[np.dtype]) -> np.ndarray:
     """Integer data of an ``allowed`` dtype; lists and NumPy integers of other dtypes (int64) take
     the dtype their zero point carries, else uint8, and must fit it."""
+    if type(value) is np.ndarray and value.dtype in allowed:  # the common case: nothing to convert
+        return value
     dtype = _carried_dtype(zero_point, allowed) or U8
     return _operand(value, name, allowed, dtype, integers=dtype)
 
@@ -641,7 +661,10 @@ def _matrix_quantization(value: np.ndarray | None, name: str, kind: str, m: int,
 
 
 def _batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
-    return np.broadcast_to(_describable(operand), (*batch, *operand.shape[-2:]))
+    described = _describable(operand)
+    if operand.shape[:-2] == batch:  # nothing to broadcast: skip the cost of a broadcast view
+        return described
+    return np.broadcast_to(described, (*batch, *operand.shape[-2:]))
 
 
 def _write_empty_product(zero_point: np.ndarray | None, target: np.ndarray) -> None:

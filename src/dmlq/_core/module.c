@@ -791,6 +791,59 @@ static PyObject *quantize_int4(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- the NumPy layer's cache key ----------------------------------------------------------------- */
+
+static PyObject *intp_tuple(const npy_intp *values, int count) {
+    PyObject *tuple = PyTuple_New(count);
+    for (int i = 0; tuple && i < count; i++) {
+        PyObject *value = PyLong_FromSsize_t(values[i]);
+        if (!value) Py_CLEAR(tuple);
+        else PyTuple_SET_ITEM(tuple, i, value);
+    }
+    return tuple;
+}
+
+/* Appends an array's (dtype.char, shape, strides) to key at index, or three Nones for None. */
+static int put_layout(PyObject *key, Py_ssize_t index, PyObject *object) {
+    if (object == Py_None) {
+        for (int i = 0; i < 3; i++) PyTuple_SET_ITEM(key, index + i, Py_NewRef(Py_None));
+        return 0;
+    }
+    PyArrayObject *array = (PyArrayObject *)object;
+    PyObject *parts[3] = {PyUnicode_FromOrdinal(PyArray_DESCR(array)->type),
+                          intp_tuple(PyArray_DIMS(array), PyArray_NDIM(array)),
+                          intp_tuple(PyArray_STRIDES(array), PyArray_NDIM(array))};
+    for (int i = 0; i < 3; i++) PyTuple_SET_ITEM(key, index + i, parts[i]);
+    return parts[0] && parts[1] && parts[2] ? 0 : -1;
+}
+
+/* layout_key(desc_type, out, *operands): (desc_type, out's layout, each operand's layout), the key under
+ * which the NumPy layer caches compiled operators; None when an operand is not None or a C-contiguous
+ * native-order array (the caller then describes it, or copies it, in Python). */
+static PyObject *layout_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs < 2 || !PyArray_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "layout_key(desc_type, out, *operands) needs an output array");
+        return NULL;
+    }
+    for (Py_ssize_t i = 2; i < nargs; i++) {
+        if (args[i] == Py_None) continue;
+        if (!PyArray_Check(args[i]) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)args[i]) ||
+            !PyArray_ISNOTSWAPPED((PyArrayObject *)args[i]))
+            Py_RETURN_NONE;
+    }
+    PyObject *key = PyTuple_New(1 + 3 * (nargs - 1));
+    if (!key) return NULL;
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(args[0]));
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        if (put_layout(key, 1 + 3 * (i - 1), args[i]) < 0) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    return key;
+}
+
 static PyMethodDef methods[] = {
     {"quantize", quantize, METH_VARARGS, "quantize(x, scale, zero_point, out, reciprocal_division)"},
     {"dequantize", dequantize, METH_VARARGS, "dequantize(q, scale, zero_point, out)"},
@@ -815,6 +868,8 @@ static PyMethodDef methods[] = {
     {"detected_level", detected_level, METH_NOARGS, "The best instruction-set level of this CPU."},
     {"set_level", set_level, METH_O, "Use a level at or below the detected one (for tests)."},
     {"empty", (PyCFunction)(void (*)(void))empty, METH_FASTCALL, "empty(shape, dtype): numpy.empty, large blocks from dmlq's output cache."},
+    {"layout_key", (PyCFunction)(void (*)(void))layout_key, METH_FASTCALL,
+     "layout_key(desc_type, out, *operands): the NumPy layer's cache key, None for a strided operand."},
     {"cached_bytes", cached_bytes, METH_NOARGS, "Bytes of freed outputs the cache holds for reuse."},
     {NULL, NULL, 0, NULL}};
 
