@@ -7,6 +7,7 @@ blocks and enough rows for several threads; outputs are surrounded by guard nibb
 from __future__ import annotations
 
 import itertools
+import math
 
 import ml_dtypes
 import numpy as np
@@ -20,7 +21,11 @@ INT4, UINT4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 SHAPES = [  # matrix shape, scale shape
     ((4, 64), (4, 2)), ((3, 7), (3, 1)), ((5, 33), (5, 1)), ((6, 16), (3, 16)), ((2, 5), (2, 5)),
     ((1, 1), (1, 1)), ((300, 257), (300, 1)), ((128, 384), (128, 3)), ((64, 256), (2, 8)),
+    ((3, 48), (3, 2)),
 ]  # fmt: skip
+# Scales whose products or quotients reach every edge: NaN, infinities, zeros of both signs, float16
+# overflow and subnormals, and 1.0 and 0.5 that make exact ties of quarter-step inputs.
+ADVERSARIAL_SCALES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 65504.0, 1e-7, 6e-5, 1.0, 0.5, -0.25, 3.0e38]
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
@@ -109,3 +114,54 @@ def test_kernel_declines_what_it_cannot_take() -> None:
         _core.dequantize_int4(
             np.zeros(2, np.uint8), np.float32([[1.0]]), None, np.zeros((1, 8), np.float32), True
         )
+
+
+# [rows, cols] and block columns: blocks of 20 (a 16-element step and a 4-element end); blocks of 15
+# on 45 columns, so every other row starts mid-byte and the last byte holds one nibble.
+ADVERSARIAL_LAYOUTS = [((12, 40), 20), ((11, 45), 15)]
+
+
+def adversarial_operands(sizes, block_cols, dtype, float_type):
+    """Every nibble, one adversarial scale per block, and inputs that are exact ties (quarter steps),
+    NaN, the infinities, huge, tiny and negative zero."""
+    info = ml_dtypes.iinfo(dtype)
+    blocks = (sizes[0], sizes[1] // block_cols)
+    q = np.resize(np.arange(info.min, info.max + 1), sizes).astype(dtype)
+    scale = np.resize(np.array(ADVERSARIAL_SCALES, np.float32), blocks).astype(float_type)
+    zero_point = np.resize(np.arange(info.max, info.min - 1, -1), blocks).astype(dtype)
+    specials = [np.nan, np.inf, -np.inf, 1e30, -1e30, 1e-30, -0.0, 65504.0, -65504.0]
+    x = np.resize(np.arange(-40, 41) * 0.25, math.prod(sizes))
+    x[::7] = np.resize(specials, x[::7].size)
+    return q, scale, zero_point, x.reshape(sizes).astype(float_type)
+
+
+@pytest.mark.parametrize(
+    ("layout", "dtype", "float_type", "with_zero_point"),
+    itertools.product(ADVERSARIAL_LAYOUTS, (INT4, UINT4), (np.float32, np.float16), (False, True)),
+)
+def test_dequantize_matches_on_adversarial_scales(level, layout, dtype, float_type, with_zero_point) -> None:
+    q, scale, zero_point, _ = adversarial_operands(*layout, dtype, float_type)
+    zero_point = zero_point if with_zero_point else None
+    out = np.full(q.shape, 1.0, float_type)
+    assert kernels.dequantize_packed(pack_int4(q), dtype, scale, zero_point, out)
+    expected = reference.dequantize(q, scale, zero_point, float_type)
+    assert out.tobytes() == expected.tobytes()  # NaN payloads and signs too
+
+
+@pytest.mark.parametrize(
+    ("layout", "dtype", "float_type", "with_zero_point", "reciprocal"),
+    itertools.product(
+        ADVERSARIAL_LAYOUTS, (INT4, UINT4), (np.float32, np.float16), (False, True), (False, True)
+    ),
+)
+def test_quantize_matches_on_adversarial_inputs(
+    level, layout, dtype, float_type, with_zero_point, reciprocal
+) -> None:
+    _, scale, zero_point, x = adversarial_operands(*layout, dtype, float_type)
+    zero_point = zero_point if with_zero_point else None
+    packed = np.full((x.size + 1) // 2, 0x5A, np.uint8)
+    assert kernels.quantize_packed(x, scale, zero_point, packed, dtype, reciprocal)
+    expected = reference.quantize(x, scale, zero_point, dtype, reciprocal_division=reciprocal)
+    np.testing.assert_array_equal(unpack_int4(packed, x.shape, dtype).astype(int), expected.astype(int))
+    if x.size % 2:
+        assert packed[-1] >> 4 == 0x5  # the last byte's free nibble kept

@@ -31,11 +31,25 @@ static float read_float(const char *p, int type) {
     return type == DMLQ_F16 ? dmlq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
 }
 
+static const char *block_scale_at(const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
+    return p->scale + block_row * p->scale_row + block_col * p->scale_col;
+}
+
+static float block_scale(const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
+    return read_float(block_scale_at(p, block_row, block_col), p->scale_type);
+}
+
+static int block_zero_point(const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
+    return p->zero_point ? p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0;
+}
+
 static void fill_table(lookup_table *table, const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col) {
-    const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
-    const int zero_point = p->zero_point ? p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0;
-    for (int nibble = 0; nibble < 16; nibble++)
+    const float scale = block_scale(p, block_row, block_col);
+    const int zero_point = block_zero_point(p, block_row, block_col);
+    for (int nibble = 0; nibble < 16; nibble++) {
         table->f32[nibble] = (float)(nibble_value(nibble, p->is_signed) - zero_point) * scale;
+        if (p->float_type == DMLQ_F16) table->f16[nibble] = dmlq_float_to_half(table->f32[nibble]);
+    }
 }
 
 static void look_up_elements(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, const lookup_table *table,
@@ -49,11 +63,12 @@ static void look_up_elements(const uint8_t *packed, ptrdiff_t first, ptrdiff_t c
     }
 }
 
-static void look_up_portable(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
-                             char *out, int out_type) {
-    if (out_type == DMLQ_F16)
-        for (int nibble = 0; nibble < 16; nibble++) table->f16[nibble] = dmlq_float_to_half(table->f32[nibble]);
-    look_up_elements(packed, first, count, table, out, out_type);
+/* One block's elements first..first + count (one block row's share of the block) into out. */
+static void dequantize_block_portable(const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col,
+                                      ptrdiff_t first, ptrdiff_t count, char *out) {
+    lookup_table table;
+    fill_table(&table, p, block_row, block_col);
+    look_up_elements(p->packed, first, count, &table, out, p->float_type);
 }
 
 #if DMLQ_X86
@@ -65,69 +80,119 @@ static __m128i sixteen_nibbles(const uint8_t *bytes) {
     return _mm_unpacklo_epi8(_mm_and_si128(packed, low_four), _mm_and_si128(_mm_srli_epi16(packed, 4), low_four));
 }
 
-static void look_up_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, lookup_table *table,
-                         char *out, int out_type) {
-    const size_t size = out_type == DMLQ_F16 ? 2 : 4;
-    __m128i low_table = _mm_setzero_si128(), high_table = _mm_setzero_si128();
-    if (out_type == DMLQ_F16) { /* the 16 halves, then their low and high bytes as two shuffle tables */
-        const __m128i halves0 = _mm256_cvtps_ph(_mm256_loadu_ps(table->f32), _MM_FROUND_TO_NEAREST_INT);
-        const __m128i halves1 = _mm256_cvtps_ph(_mm256_loadu_ps(table->f32 + 8), _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)table->f16, halves0);
-        _mm_storeu_si128((__m128i *)(table->f16 + 8), halves1);
-        const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-        const __m128i a = _mm_shuffle_epi8(halves0, split), b = _mm_shuffle_epi8(halves1, split);
-        low_table = _mm_unpacklo_epi64(a, b);
-        high_table = _mm_unpackhi_epi64(a, b);
-    }
+/* 32 nibbles of 16 bytes, one per byte: elements 0-15 in the low lane, 16-31 in the high lane. */
+static __m256i thirty_two_nibbles(const uint8_t *bytes) {
+    const __m128i packed = _mm_loadu_si128((const __m128i *)bytes), low_four = _mm_set1_epi8(0x0F);
+    const __m128i low = _mm_and_si128(packed, low_four), high = _mm_and_si128(_mm_srli_epi16(packed, 4), low_four);
+    const __m256i first16 = _mm256_castsi128_si256(_mm_unpacklo_epi8(low, high));
+    return _mm256_inserti128_si256(first16, _mm_unpackhi_epi8(low, high), 1);
+}
+
+/* The block's 16 results in registers (nibbles 0-7, 8-15), computed as fill_table computes them: an
+ * exact integer difference converted to float32, one float32 product (a float16 scale widened by F16C,
+ * exactly as dmlq_half_to_float widens it). */
+static void table_avx2(const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col, __m256 *low,
+                       __m256 *high) {
+    const char *scale_at = block_scale_at(p, block_row, block_col);
+    const __m256 scale = _mm256_set1_ps(p->scale_type == DMLQ_F16 ? _cvtsh_ss(*(const uint16_t *)scale_at)
+                                                                  : *(const float *)scale_at);
+    const __m256i zero_point = _mm256_set1_epi32(block_zero_point(p, block_row, block_col));
+    const __m256i low_values = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i high_values = _mm256_add_epi32(low_values, _mm256_set1_epi32(p->is_signed ? -8 : 8));
+    *low = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(low_values, zero_point)), scale);
+    *high = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(high_values, zero_point)), scale);
+}
+
+/* Whole bytes of 16 elements from packed + first (even) to float32 by two permutes and a blend. */
+static ptrdiff_t look_up_f32_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, __m256 low, __m256 high,
+                                  float *out) {
+    const uint8_t *bytes = packed + (first >> 1);
     ptrdiff_t done = 0;
-    if (first & 1) { /* start on a byte */
-        look_up_elements(packed, first, 1, table, out, out_type);
-        done = 1;
-    }
-    const uint8_t *bytes = packed + ((first + done) >> 1);
-    if (out_type == DMLQ_F16) {
-        for (; done + 16 <= count; done += 16, bytes += 8) {
-            const __m128i nibbles = sixteen_nibbles(bytes);
-            const __m128i l = _mm_shuffle_epi8(low_table, nibbles), h = _mm_shuffle_epi8(high_table, nibbles);
-            _mm_storeu_si128((__m128i *)(out + done * size), _mm_unpacklo_epi8(l, h));
-            _mm_storeu_si128((__m128i *)(out + done * size + 16), _mm_unpackhi_epi8(l, h));
-        }
-    } else {
-        const __m256 low_floats = _mm256_loadu_ps(table->f32), high_floats = _mm256_loadu_ps(table->f32 + 8);
-        for (; done + 16 <= count; done += 16, bytes += 8) {
-            const __m128i nibbles = sixteen_nibbles(bytes);
-            for (int half = 0; half < 2; half++) {
-                const __m256i index = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(nibbles, 8) : nibbles);
-                const __m256 chosen = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low_floats, index),
-                                                       _mm256_permutevar8x32_ps(high_floats, index),
-                                                       _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
-                _mm256_storeu_ps((float *)(out + (done + 8 * half) * size), chosen);
-            }
+    for (; done + 16 <= count; done += 16, bytes += 8) {
+        const __m128i nibbles = sixteen_nibbles(bytes);
+        for (int half = 0; half < 2; half++) {
+            const __m256i index = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(nibbles, 8) : nibbles);
+            const __m256 chosen = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, index),
+                                                   _mm256_permutevar8x32_ps(high, index),
+                                                   _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+            _mm256_storeu_ps(out + done + 8 * half, chosen);
         }
     }
-    look_up_elements(packed, first + done, count - done, table, out + done * size, out_type);
+    return done;
+}
+
+/* Whole bytes of 32, then 16 elements from packed + first (even) to float16: the halves' low and high
+ * bytes as two byte-shuffle tables, looked up and interleaved. */
+static ptrdiff_t look_up_f16_avx2(const uint8_t *packed, ptrdiff_t first, ptrdiff_t count, __m128i halves0,
+                                  __m128i halves1, uint16_t *out) {
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m128i a = _mm_shuffle_epi8(halves0, split), b = _mm_shuffle_epi8(halves1, split);
+    const __m128i low_table = _mm_unpacklo_epi64(a, b), high_table = _mm_unpackhi_epi64(a, b);
+    const __m256i low_tables = _mm256_broadcastsi128_si256(low_table);
+    const __m256i high_tables = _mm256_broadcastsi128_si256(high_table);
+    const uint8_t *bytes = packed + (first >> 1);
+    ptrdiff_t done = 0;
+    for (; done + 32 <= count; done += 32, bytes += 16) {
+        const __m256i nibbles = thirty_two_nibbles(bytes);
+        const __m256i l = _mm256_shuffle_epi8(low_tables, nibbles), h = _mm256_shuffle_epi8(high_tables, nibbles);
+        const __m256i first_eights = _mm256_unpacklo_epi8(l, h), second_eights = _mm256_unpackhi_epi8(l, h);
+        _mm256_storeu_si256((__m256i *)(out + done), _mm256_permute2x128_si256(first_eights, second_eights, 0x20));
+        _mm256_storeu_si256((__m256i *)(out + done + 16), _mm256_permute2x128_si256(first_eights, second_eights, 0x31));
+    }
+    for (; done + 16 <= count; done += 16, bytes += 8) {
+        const __m128i nibbles = sixteen_nibbles(bytes);
+        const __m128i l = _mm_shuffle_epi8(low_table, nibbles), h = _mm_shuffle_epi8(high_table, nibbles);
+        _mm_storeu_si128((__m128i *)(out + done), _mm_unpacklo_epi8(l, h));
+        _mm_storeu_si128((__m128i *)(out + done + 8), _mm_unpackhi_epi8(l, h));
+    }
+    return done;
+}
+
+/* As dequantize_block_portable; the table lives in registers and reaches memory only for the
+ * elements outside whole 16-element steps (a first element mid-byte, a short end). */
+static void dequantize_block_avx2(const dmlq_int4_problem *p, ptrdiff_t block_row, ptrdiff_t block_col,
+                                  ptrdiff_t first, ptrdiff_t count, char *out) {
+    __m256 low, high;
+    table_avx2(p, block_row, block_col, &low, &high);
+    lookup_table table;
+    const int f16 = p->float_type == DMLQ_F16;
+    const size_t size = f16 ? 2 : 4;
+    const __m128i halves0 = _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT);
+    const __m128i halves1 = _mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT);
+    const ptrdiff_t head = first & 1;
+    const ptrdiff_t done = head + (f16 ? look_up_f16_avx2(p->packed, first + head, count - head, halves0, halves1,
+                                                         (uint16_t *)(out + head * size))
+                                       : look_up_f32_avx2(p->packed, first + head, count - head, low, high,
+                                                         (float *)(out + head * size)));
+    if (head || done < count) {
+        _mm256_storeu_ps(table.f32, low);
+        _mm256_storeu_ps(table.f32 + 8, high);
+        _mm_storeu_si128((__m128i *)table.f16, halves0);
+        _mm_storeu_si128((__m128i *)(table.f16 + 8), halves1);
+        look_up_elements(p->packed, first, head, &table, out, p->float_type);
+        look_up_elements(p->packed, first + done, count - done, &table, out + done * size, p->float_type);
+    }
 }
 
 DMLQ_END_TARGET
 #endif
 
-typedef void (*look_up_fn)(const uint8_t *, ptrdiff_t, ptrdiff_t, lookup_table *, char *, int);
+typedef void (*dequantize_block_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, char *);
 
 typedef struct {
     const dmlq_int4_problem *p;
     ptrdiff_t rows_per_unit, units, next;
-    look_up_fn look_up;
+    dequantize_block_fn block;
 } dequantize_context;
 
 static void dequantize_rows(const dequantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
     const dmlq_int4_problem *p = c->p;
     const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
-    lookup_table table;
     for (ptrdiff_t row = first_row; row < end_row; row++) {
         for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
-            fill_table(&table, p, row / p->block_rows, col / p->block_cols);
             const ptrdiff_t element = row * p->cols + col;
-            c->look_up(p->packed, element, p->block_cols, &table, p->floats + (size_t)element * size, p->float_type);
+            c->block(p, row / p->block_rows, col / p->block_cols, element, p->block_cols,
+                     p->floats + (size_t)element * size);
         }
     }
 }
@@ -150,9 +215,9 @@ static ptrdiff_t rows_per_unit(const dmlq_int4_problem *p) {
 }
 
 void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
-    dequantize_context c = {p, rows_per_unit(p), 0, 0, look_up_portable};
+    dequantize_context c = {p, rows_per_unit(p), 0, 0, dequantize_block_portable};
 #if DMLQ_X86
-    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.look_up = look_up_avx2;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.block = dequantize_block_avx2;
 #endif
     c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
     dmlq_parallel(dequantize_units, &c, c.units > 1 ? threads : 1);
@@ -221,16 +286,41 @@ QUANTIZE_SPAN(quantize_span_portable)
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 
-/* Eight values' nibbles as four bytes: each 64-bit lane's odd value shifted beside its even one. */
-static uint32_t eight_nibbles(__m256i values) {
-    const __m256i nibbles = _mm256_and_si256(values, _mm256_set1_epi32(0xF));
-    const __m256i pairs = _mm256_or_si256(nibbles, _mm256_srli_epi64(nibbles, 28));
-    const __m256i gathered = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                                         -1, -1, -1, -1, 0, 8, -1, -1, -1, -1, -1, -1,
+/* Sixteen float values, already integers in [-8, 15] or NaN, as the eight bytes of their nibbles: the
+ * int16 pack keeps element order after a lane permute, each int32 pair (element 2k low, 2k+1 high)
+ * folds its high nibble beside its low one, and a shuffle gathers the low byte of each. A NaN converts
+ * to INT32_MIN, which saturates to -32768 and leaves the nibble 0, the reference's NaN result. */
+static uint64_t sixteen_nibbles_of(__m256 first8, __m256 next8) {
+    const __m256i in_order = _mm256_permute4x64_epi64(
+        _mm256_packs_epi32(_mm256_cvtps_epi32(first8), _mm256_cvtps_epi32(next8)), _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i nibbles = _mm256_and_si256(in_order, _mm256_set1_epi16(0xF));
+    const __m256i pairs = _mm256_or_si256(nibbles, _mm256_srli_epi32(nibbles, 12));
+    const __m256i gathered = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                         -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
                                                                          -1, -1, -1, -1, -1, -1, -1, -1));
-    const uint32_t low = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(gathered)) & 0xFFFFu;
-    const uint32_t high = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(gathered, 1)) & 0xFFFFu;
-    return low | high << 16;
+    const uint64_t low = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(gathered));
+    const uint64_t high = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(gathered, 1));
+    return low | high << 32;
+}
+
+typedef struct {
+    __m256 lo, hi, divisor, factor, zero;
+    int reciprocal;
+} quantize_constants;
+
+/* Eight elements' clamp(round(x / scale) + zero_point, lo, hi), NaN kept (max and min return their
+ * second operand when one is NaN) for sixteen_nibbles_of to turn into 0. */
+static __m256 quantize_eight(__m256 x, const quantize_constants *k) {
+    const __m256 quotient = k->reciprocal ? _mm256_mul_ps(x, k->factor) : _mm256_div_ps(x, k->divisor);
+    const __m256 rounded = _mm256_round_ps(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 value = _mm256_add_ps(rounded, k->zero);
+    return _mm256_min_ps(k->hi, _mm256_max_ps(k->lo, value));
+}
+
+static __m256 load_eight(const dmlq_int4_problem *p, ptrdiff_t element) {
+    return p->float_type == DMLQ_F16
+               ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p->floats + element)))
+               : _mm256_loadu_ps((const float *)p->floats + element);
 }
 
 static void quantize_span_avx2(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero,
@@ -240,20 +330,18 @@ static void quantize_span_avx2(const dmlq_int4_problem *p, ptrdiff_t first, ptrd
         quantize_span_portable(p, first, 1, scale, zero, reciprocal);
         done = 1;
     }
-    const __m256 lo = _mm256_set1_ps(p->is_signed ? -8.0f : 0.0f), hi = _mm256_set1_ps(p->is_signed ? 7.0f : 15.0f);
-    const __m256 divisor = _mm256_set1_ps(scale), factor = _mm256_set1_ps(1.0f / scale), zeros = _mm256_set1_ps(zero);
+    const quantize_constants k = {_mm256_set1_ps(p->is_signed ? -8.0f : 0.0f),
+                                  _mm256_set1_ps(p->is_signed ? 7.0f : 15.0f),
+                                  _mm256_set1_ps(scale),
+                                  _mm256_set1_ps(1.0f / scale),
+                                  _mm256_set1_ps(zero),
+                                  reciprocal};
     uint8_t *bytes = p->packed_out + ((first + done) >> 1);
-    for (; done + 8 <= count; done += 8, bytes += 4) {
+    for (; done + 16 <= count; done += 16, bytes += 8) {
         const ptrdiff_t element = first + done;
-        const __m256 x = p->float_type == DMLQ_F16
-                             ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p->floats + element)))
-                             : _mm256_loadu_ps((const float *)p->floats + element);
-        const __m256 quotient = reciprocal ? _mm256_mul_ps(x, factor) : _mm256_div_ps(x, divisor);
-        const __m256 value = _mm256_add_ps(_mm256_round_ps(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zeros);
-        const __m256 nan = _mm256_cmp_ps(value, value, _CMP_UNORD_Q);
-        const __m256 clamped = _mm256_andnot_ps(nan, _mm256_min_ps(_mm256_max_ps(value, lo), hi));
-        const uint32_t packed = eight_nibbles(_mm256_cvtps_epi32(clamped));
-        memcpy(bytes, &packed, 4);
+        const uint64_t packed = sixteen_nibbles_of(quantize_eight(load_eight(p, element), &k),
+                                                   quantize_eight(load_eight(p, element + 8), &k));
+        memcpy(bytes, &packed, 8);
     }
     if (done < count) quantize_span_portable(p, first + done, count - done, scale, zero, reciprocal);
 }
@@ -275,10 +363,8 @@ static void quantize_rows(const quantize_context *c, ptrdiff_t first_row, ptrdif
     for (ptrdiff_t row = first_row; row < end_row; row++) {
         for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
             const ptrdiff_t block_row = row / p->block_rows, block_col = col / p->block_cols;
-            const float scale = read_float(p->scale + block_row * p->scale_row + block_col * p->scale_col, p->scale_type);
-            const float zero_point =
-                p->zero_point ? (float)p->zero_point[block_row * p->zero_row + block_col * p->zero_col] : 0.0f;
-            c->span(p, row * p->cols + col, p->block_cols, scale, zero_point, c->reciprocal);
+            c->span(p, row * p->cols + col, p->block_cols, block_scale(p, block_row, block_col),
+                    (float)block_zero_point(p, block_row, block_col), c->reciprocal);
         }
     }
 }
