@@ -35,7 +35,7 @@ from ..ops import (
 from .loading import Model, load
 from .mapping import Step
 from .ort_int8 import pair_saturation, u8s8_saturates
-from .running import checked_inputs, execute, ort_session
+from .running import at_oldest_ir_version, checked_inputs, cpu_session, execute, ort_session
 from .staging import OTHER, stages
 
 __all__ = ["Difference", "Report", "compare", "random_inputs"]
@@ -189,9 +189,7 @@ def _ort_whole(
         options = onnxruntime.SessionOptions()
         if not optimized:
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = model.cache[key] = onnxruntime.InferenceSession(
-            model.proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        session = model.cache[key] = cpu_session(at_oldest_ir_version(model), options, "the whole model")
     return dict(zip(model.output_names, session.run(model.output_names, dict(feeds))))
 
 

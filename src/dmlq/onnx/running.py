@@ -174,8 +174,6 @@ def ort_session(
     constants: Mapping[str, np.ndarray] | None = None,
 ):
     """An onnxruntime CPU session computing ``nodes`` of ``model`` from ``feeds`` (names and dtypes)."""
-    import onnxruntime
-
     used = {name for node in nodes for name in node.input}
     graph = helper.make_graph(
         nodes,
@@ -190,15 +188,26 @@ def ort_session(
     )
     sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=_ir_version(model))
     sub.functions.extend(model.proto.functions)
+    return cpu_session(sub, _options(), f"node(s) {', '.join(n.name or n.op_type for n in nodes)}")
+
+
+def cpu_session(proto: onnx.ModelProto, options, what: str):
+    """An onnxruntime CPU session of ``proto``; a DmlError naming ``what`` when onnxruntime refuses it."""
+    import onnxruntime
+
     try:
-        return onnxruntime.InferenceSession(
-            sub.SerializeToString(), _options(), providers=["CPUExecutionProvider"]
-        )
-    except Exception as error:  # onnxruntime raises its own exception types for a node it refuses
-        raise DmlError(
-            f"model: onnxruntime CPU cannot run node(s) {', '.join(n.name or n.op_type for n in nodes)}: "
-            f"{str(error).splitlines()[0]}"
-        ) from None
+        model = proto.SerializeToString()
+        return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own exception types for a model it refuses
+        raise DmlError(f"model: onnxruntime CPU cannot run {what}: {str(error).splitlines()[0]}") from None
+
+
+def at_oldest_ir_version(model: Model) -> onnx.ModelProto:
+    """The model as onnxruntime should read it: at :func:`_ir_version`."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    proto.ir_version = _ir_version(model)
+    return proto
 
 
 def _ir_version(model: Model) -> int:
