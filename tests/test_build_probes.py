@@ -27,6 +27,8 @@ def load_setup_script():
     return module
 
 
+if not (ROOT / "setup.py").is_file():
+    pytest.skip("tests setup.py, absent next to tests run on an installed wheel", allow_module_level=True)
 setup_script = load_setup_script()
 
 
