@@ -193,15 +193,9 @@ def dequantize_packed(packed: np.ndarray, dtype: np.dtype, scale: np.ndarray, ze
 
     False (nothing written) when the kernel cannot take the operands as they are.
     """
-    operands = _int4_operands(scale, zero_point, out)
-    if operands is None:
-        return False
-    matrix, scale, zero_point = operands
-    try:
-        _core.dequantize_int4(packed, scale, zero_point, matrix, dtype == FOUR_BIT_DTYPES[0])
-    except BufferError:
-        return False
-    return True
+    signed = dtype == FOUR_BIT_DTYPES[0]
+    return _int4_kernel(lambda floats, s, z: _core.dequantize_int4(packed, s, z, floats, signed), out, scale,
+                        zero_point)  # fmt: skip
 
 
 def quantize_packed(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, packed: np.ndarray,
@@ -210,14 +204,20 @@ def quantize_packed(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | N
 
     False (nothing written) when the kernel cannot take the operands as they are.
     """
-    operands = _int4_operands(scale, zero_point, x)
+    signed, reciprocal = dtype == FOUR_BIT_DTYPES[0], reciprocal_division
+    return _int4_kernel(lambda floats, s, z: _core.quantize_int4(floats, s, z, packed, signed, reciprocal),
+                        x, scale, zero_point)  # fmt: skip
+
+
+def _int4_kernel(kernel: Callable[[np.ndarray, np.ndarray, np.ndarray | None], None], floats: np.ndarray,
+                 scale: np.ndarray, zero_point: np.ndarray | None) -> bool:  # fmt: skip
+    """``kernel(matrix, scale, zero_point)`` on the float side's [rows, cols] matrix; False (nothing
+    written) when the kernel cannot take the operands as they are."""
+    operands = _int4_operands(scale, zero_point, floats)
     if operands is None:
         return False
-    matrix, scale, zero_point = operands
     try:
-        _core.quantize_int4(
-            matrix, scale, zero_point, packed, dtype == FOUR_BIT_DTYPES[0], reciprocal_division
-        )
+        kernel(*operands)
     except BufferError:
         return False
     return True

@@ -52,7 +52,7 @@ class Dispatch:
         names the binding's JSON path."""
         desc = self.dispatchable.desc
         initialized = self.dispatchable.initialized  # bound once, by the operator's initializer
-        names = [dml_field_name(type(desc), name) for name, _ in desc.input_tensors()]
+        names = self.dispatchable.input_names()
         inputs = [None if name in initialized else self._buffer(name) for name in names]
         outputs = [self._buffer(tensor_field.dml_name) for tensor_field in desc.output_fields()]
         try:

@@ -45,12 +45,15 @@ class Dispatchable:
         try:
             operator = device.compile_operator(self.desc)
             if self.initialized:
-                names = [dml_field_name(type(self.desc), name) for name, _ in self.desc.input_tensors()]
-                owned = [self.initialized.get(name) for name in names]
+                owned = [self.initialized.get(name) for name in self.input_names()]
                 operator.initialize([None if binding is None else binding.view for binding in owned])
         except DmlError as error:
             raise self.relocated(error) from None
         return operator
+
+    def input_names(self) -> list[str]:
+        """The DirectML names of the inputs, in the order ``initialize`` and ``execute`` take them."""
+        return [dml_field_name(type(self.desc), name) for name, _ in self.desc.input_tensors()]
 
     def relocated(self, error: DmlError) -> DmlError:
         """A validation error naming the JSON path of the field it concerns."""
