@@ -68,45 +68,71 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
     _mm_storeu_si128((__m128i *)(dst + 32), _mm_unpacklo_epi16(high01, high23));
     _mm_storeu_si128((__m128i *)(dst + 48), _mm_unpackhi_epi16(high01, high23));
 }
+
+/* One pair of rows x 16 columns of row-major B into [16 columns][2]. */
+static void interleave_16_column_pairs(uint8_t *dst, const uint8_t *const *rows, ptrdiff_t column, __m128i flip) {
+    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + column)), flip);
+    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + column)), flip);
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi8(r0, r1));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi8(r0, r1));
+}
 #endif
 
-/* k x columns bytes of B (element (0, 0) at b) into one panel [group][nr][4] of `groups` groups,
- * flipped by xor. */
-static void pack_b_panel(uint8_t *dst, int nr, const char *b, ptrdiff_t columns, ptrdiff_t k, ptrdiff_t groups,
-                         ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
-    if (columns < nr || groups * 4 != k) memset(dst, 0, (size_t)(groups * nr * 4));
-    const uint8_t *base = (const uint8_t *)b;
-    ptrdiff_t full_groups = 0;
+/* Where element (kk, n) of a panel goes (gemm.h's two layouts). */
+static ptrdiff_t packed_offset(int nr, int pair_layout, ptrdiff_t kk, ptrdiff_t n) {
+    const ptrdiff_t group = kk / 4, t = kk % 4;
+    return pair_layout ? (group * 2 + t / 2) * nr * 2 + n * 2 + t % 2 : (group * nr + n) * 4 + t;
+}
+
+/* Full groups of 16 columns of row-major B, with SSE2: how many groups were packed. */
+static ptrdiff_t pack_b_rows(uint8_t *dst, int nr, int pair_layout, const uint8_t *b, ptrdiff_t columns, ptrdiff_t k,
+                             ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
 #if DMLQ_X86
-    if (b_col == 1 && columns == nr && nr % 16 == 0) {
-        const __m128i flip16 = _mm_set1_epi8((char)flip);
-        full_groups = k / 4;
-        for (ptrdiff_t g = 0; g < full_groups; g++) {
-            const uint8_t *rows[4];
-            for (int t = 0; t < 4; t++) rows[t] = base + (4 * g + t) * b_row;
-            for (ptrdiff_t n = 0; n < nr; n += 16) interleave_16_columns(dst + (g * nr + n) * 4, rows, n, flip16);
+    if (b_col != 1 || columns != nr || nr % 16 != 0) return 0;
+    const __m128i flip16 = _mm_set1_epi8((char)flip);
+    for (ptrdiff_t g = 0; g < k / 4; g++) {
+        const uint8_t *rows[4];
+        for (int t = 0; t < 4; t++) rows[t] = b + (4 * g + t) * b_row;
+        for (ptrdiff_t n = 0; n < nr; n += 16) {
+            if (!pair_layout) {
+                interleave_16_columns(dst + packed_offset(nr, 0, 4 * g, n), rows, n, flip16);
+                continue;
+            }
+            interleave_16_column_pairs(dst + packed_offset(nr, 1, 4 * g, n), rows, n, flip16);
+            interleave_16_column_pairs(dst + packed_offset(nr, 1, 4 * g + 2, n), rows + 2, n, flip16);
         }
     }
+    return k / 4;
+#else
+    (void)dst, (void)nr, (void)pair_layout, (void)b, (void)columns, (void)k, (void)b_row, (void)b_col, (void)flip;
+    return 0;
 #endif
-    const uint32_t flip4 = flip * 0x01010101u;
+}
+
+/* k x columns bytes of B (element (0, 0) at b) into one panel of `groups` groups in the kernels'
+ * layout, flipped by xor. */
+static void pack_b_panel(uint8_t *dst, const gemm_kernels *kernels, const char *b, ptrdiff_t columns, ptrdiff_t k,
+                         ptrdiff_t groups, ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
+    const int nr = kernels->nr, pair_layout = kernels->b_pair_layout;
+    if (columns < nr || groups * 4 != k) memset(dst, 0, (size_t)(groups * nr * 4));
+    const uint8_t *base = (const uint8_t *)b;
+    const ptrdiff_t full_groups = pack_b_rows(dst, nr, pair_layout, base, columns, k, b_row, b_col, flip);
+    const int run = pair_layout ? 2 : 4; /* consecutive k of a column that stay consecutive */
     for (ptrdiff_t n = 0; n < columns && full_groups * 4 < k; n++) {
         const uint8_t *column = base + n * b_col;
         ptrdiff_t kk = full_groups * 4;
-        if (b_row == 1) {
-            for (; kk + 4 <= k; kk += 4) {
-                uint32_t word;
-                memcpy(&word, column + kk, 4);
-                word ^= flip4;
-                memcpy(dst + ((kk / 4) * nr + n) * 4, &word, 4);
-            }
+        for (; b_row == 1 && kk + run <= k; kk += run) {
+            uint8_t *out = dst + packed_offset(nr, pair_layout, kk, n);
+            for (int t = 0; t < run; t++) out[t] = column[kk + t] ^ flip;
         }
-        for (; kk < k; kk++) dst[((kk / 4) * nr + n) * 4 + kk % 4] = column[kk * b_row] ^ flip;
+        for (; kk < k; kk++) dst[packed_offset(nr, pair_layout, kk, n)] = column[kk * b_row] ^ flip;
     }
 }
 
 /* ---- portable kernels ----------------------------------------------------------------------------- */
 
-static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+    (void)rows;
     for (int i = 0; i < GEMM_MR * GEMM_NR; i++) tile[i] = 0;
     for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4)
         for (int m = 0; m < GEMM_MR; m++)
@@ -221,7 +247,7 @@ static void pack_b_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
     for (ptrdiff_t panel = first; panel < end; panel++) {
         const ptrdiff_t n0 = panel * nr;
         int8_t *dst = pk->b + panel * c->b_panel_bytes;
-        pack_b_panel((uint8_t *)dst, nr, b + n0 * p->b_col, min_size(nr, p->n - n0), p->k, c->groups, p->b_row,
+        pack_b_panel((uint8_t *)dst, c->kernels, b + n0 * p->b_col, min_size(nr, p->n - n0), p->k, c->groups, p->b_row,
                      p->b_col, p->b_signed ? 0 : 0x80);
         c->kernels->column_sums(dst, c->groups, nr, pk->column_sums + n0);
     }
@@ -251,15 +277,15 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->groups <= GEMM_CHUNK_GROUPS) {
-        c->kernels->dot(a, lda, b, c->groups, dots);
+        c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
         c->kernels->requantize(dots, &tile, &c->q);
         return;
     }
     int64_t sums[GEMM_MAX_TILE] = {0};
     for (ptrdiff_t g = 0; g < c->groups; g += GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, c->groups - g),
-                        dots);
-        for (int i = 0; i < mr * nr; i++) sums[i] += dots[i];
+                        (int)tile.rows, dots);
+        for (int i = 0; i < tile.rows * nr; i++) sums[i] += dots[i];
     }
     store_requantized(sums, &tile, &c->q);
 }
@@ -519,7 +545,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.groups = padded_groups(c.kernels, p->k);
     c.m_panels = (p->m + mr - 1) / mr;
     c.n_panels = (p->n + nr - 1) / nr;
-    c.a_panel_bytes = c.groups * mr * 4;
+    c.a_panel_bytes = c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
     c.a_in_place = !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
     c.b_panel_bytes = c.groups * nr * 4;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
@@ -576,7 +602,7 @@ static void pack_steps(void *context, int thread, int threads) {
         const char *b = job->b + job->offsets[batch] + 4 * g0 * job->b_row;
         int8_t *panels = packed->panels + batch * packed->n_panels * packed->panel_bytes + g0 * nr * 4;
         for (ptrdiff_t n0 = 0, panel = 0; panel < packed->n_panels; panel++, n0 += nr)
-            pack_b_panel((uint8_t *)(panels + panel * packed->panel_bytes), nr, b + n0 * job->b_col,
+            pack_b_panel((uint8_t *)(panels + panel * packed->panel_bytes), job->kernels, b + n0 * job->b_col,
                          min_size(nr, packed->n - n0), rows > 0 ? rows : 0, groups, job->b_row, job->b_col,
                          packed->b_signed ? 0 : 0x80);
     }

@@ -10,7 +10,8 @@
  * in place when K needs no padding; otherwise rows are copied (flipped, zero-padded).
  * Packed B: panels of NR columns, per group of 4 k the NR columns' 4 bytes ([group][column][4]),
  * which is what vpdpbusd multiplies against a broadcast dword of an A row, and the layout of an
- * AMX B tile (one group per tile row). Padding is zero.
+ * AMX B tile (one group per tile row); or, for kernels with `b_pair_layout`, per group the NR
+ * columns' first 2 bytes, then their last 2 ([group][pair][column][2]). Padding is zero.
  */
 #ifndef DMLQ_GEMM_H
 #define DMLQ_GEMM_H
@@ -60,8 +61,10 @@ typedef struct {
 typedef struct {
     int mr, nr, group_multiple;
     int a_group_bytes; /* from one group of 4 k to the next in an A' panel: 4, or more for a packed layout */
-    /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major). */
-    void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile);
+    int b_pair_layout; /* B' panels in pairs of k (see above) */
+    /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
+     * first `rows` rows are real (a kernel may leave the others unwritten). */
+    void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
     /* Packs an A' panel in the kernel's own layout and sums its rows, where the kernel has one

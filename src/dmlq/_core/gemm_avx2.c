@@ -1,58 +1,232 @@
-/* The matrix multiply's AVX2 dot product: bytes widened to int16 and multiplied by vpmaddwd, which
- * is exact (vpmaddubsw would saturate). Column sums use vpmaddubsw against ones, which cannot
- * saturate; requantization and row sums use the portable code. */
+/* The matrix multiply's AVX2 kernels: exact int16 dot products (vpmaddwd) and a vectorised
+ * requantization.
+ *
+ * vpmaddubsw, the usual AVX2 u8 x s8 instruction, adds pairs of products in saturating int16 and
+ * is wrong for pairs such as 255 * 127 + 255 * 127; vpmaddwd multiplies int16 pairs into int32
+ * exactly, at the same number of multiply instructions per product on current cores (one
+ * vpmaddwd does 16 products; vpmaddubsw's 32 need a vpmaddwd after them). So both operands are
+ * 16-bit in the kernel: A' panels are packed as zero-extended words, B' panels stay bytes (half the
+ * memory traffic, which is what bounds a matrix-vector product) and are sign-extended as they are
+ * loaded, once per MR rows.
+ *
+ * Layouts per group of 4 k, as two pairs of k:
+ *   A' panel: [pair][MR rows][2 words]     (one dword per row and pair: a broadcast operand)
+ *   B' panel: [pair][NR columns][2 bytes]  (8 columns' pairs sign-extend into one vector)
+ * so vpmaddwd of a row's broadcast pair and 8 columns gives those 8 columns' partial sums: no
+ * horizontal additions. A tile with fewer real rows runs a kernel compiled for that many rows, so
+ * a matrix-vector product does no work for padding rows.
+ */
 #include "gemm.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 
-enum { HALF_ROWS = GEMM_MR / 2 };
+enum {
+    MR = 6,
+    NR = 16,
+    PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
+    PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
+    PREFETCH_BYTES = 4096
+};
 
-/* HALF_ROWS rows x 8 columns over all groups. Lanes hold pair sums: (column, k 0-1), (column, k 2-3). */
-static void dot_rows_8_columns(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
-    __m256i acc[HALF_ROWS][2];
-    for (int m = 0; m < HALF_ROWS; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
-        const __m256i b_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-        const __m256i b_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
-        for (int m = 0; m < HALF_ROWS; m++) {
-            int32_t word;
-            memcpy(&word, a + m * lda, 4);
-            const __m256i av = _mm256_cvtepu8_epi16(_mm_set1_epi32(word));
-            acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(av, b_low));
-            acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(av, b_high));
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* acc + vpmaddwd(a, b). Inline assembly because GCC 12 otherwise copies the accumulators through
+ * memory and other registers, which halves the kernel's speed. */
+static ALWAYS_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
+    __m256i products;
+    __asm__("vpmaddwd %[b], %[a], %[products]\n\tvpaddd %[products], %[acc], %[acc]"
+            : [acc] "+x"(acc), [products] "=&x"(products)
+            : [a] "x"(a), [b] "x"(b));
+    return acc;
+}
+
+/* dot(A', B') of `rows` rows x NR columns over `pairs` pairs of k, into tile[MR * NR]. */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t pairs, int32_t *tile, const int rows) {
+    __m256i acc[MR][2];
+    for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES, b += PAIR_B_BYTES) {
+        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+        const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+        const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+        for (int m = 0; m < rows; m++) {
+            int32_t words;
+            memcpy(&words, a + 4 * m, 4);
+            const __m256i pair = _mm256_set1_epi32(words);
+            acc[m][0] = add_products(acc[m][0], pair, left);
+            acc[m][1] = add_products(acc[m][1], pair, right);
         }
     }
-    for (int m = 0; m < HALF_ROWS; m++) {
-        const __m256i pairs = _mm256_hadd_epi32(acc[m][0], acc[m][1]);
-        _mm256_storeu_si256((__m256i *)(tile + m * GEMM_NR), _mm256_permute4x64_epi64(pairs, _MM_SHUFFLE(3, 1, 2, 0)));
+    for (int m = 0; m < rows; m++) {
+        _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
+        _mm256_store_si256((__m256i *)(tile + m * NR + 8), acc[m][1]);
     }
 }
 
-static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
-    for (int half = 0; half < 2; half++)
-        for (int column = 0; column < GEMM_NR; column += 8)
-            dot_rows_8_columns(a + half * HALF_ROWS * lda, lda, b + column * 4, groups,
-                               tile + half * HALF_ROWS * GEMM_NR + column);
+static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+    (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
+    const ptrdiff_t pairs = 2 * groups;
+    switch (rows) {
+    case 1: dot_rows(a, b, pairs, tile, 1); break;
+    case 2: dot_rows(a, b, pairs, tile, 2); break;
+    case 3: dot_rows(a, b, pairs, tile, 3); break;
+    case 4: dot_rows(a, b, pairs, tile, 4); break;
+    case 5: dot_rows(a, b, pairs, tile, 5); break;
+    default: dot_rows(a, b, pairs, tile, MR); break;
+    }
 }
 
-/* The sums of a packed panel's columns (a multiple of 8): per column, its 4 bytes of each group. */
+/* One panel: `rows` rows of k bytes (row r at a + r * a_row, its bytes a_col apart), xor `flip`,
+ * as words in the pair layout, zero beyond k and below the last row; the flipped rows' sums. */
+static void pack_a_avx2(uint8_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t groups, ptrdiff_t a_row,
+                        ptrdiff_t a_col, uint8_t flip, int32_t *row_sums) {
+    memset(dst, 0, (size_t)(groups * 2 * PAIR_A_BYTES));
+    const __m128i flips = _mm_cvtsi64_si128((int64_t)(0x0101010101010101ull * flip)), zero = _mm_setzero_si128();
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const uint8_t *row = (const uint8_t *)a + r * a_row;
+        uint8_t *out = dst + 4 * r;
+        __m128i sum = zero;
+        ptrdiff_t kk = 0;
+        for (; a_col == 1 && kk + 8 <= k; kk += 8) { /* 8 bytes: 4 pairs of words */
+            const __m128i bytes = _mm_xor_si128(_mm_loadl_epi64((const __m128i *)(row + kk)), flips);
+            sum = _mm_add_epi64(sum, _mm_sad_epu8(bytes, zero));
+            const __m128i words = _mm_cvtepu8_epi16(bytes);
+            uint8_t *pairs = out + (kk / 2) * PAIR_A_BYTES;
+            _mm_storeu_si32(pairs, words);
+            _mm_storeu_si32(pairs + PAIR_A_BYTES, _mm_srli_si128(words, 4));
+            _mm_storeu_si32(pairs + 2 * PAIR_A_BYTES, _mm_srli_si128(words, 8));
+            _mm_storeu_si32(pairs + 3 * PAIR_A_BYTES, _mm_srli_si128(words, 12));
+        }
+        int32_t total = (int32_t)_mm_cvtsi128_si64(sum); /* the high 8 bytes are zero */
+        for (; kk < k; kk++) {
+            const uint16_t word = row[kk * a_col] ^ flip;
+            memcpy(out + (kk / 2) * PAIR_A_BYTES + 2 * (kk % 2), &word, 2);
+            total += word;
+        }
+        row_sums[r] = total;
+    }
+    for (ptrdiff_t r = rows; r < MR; r++) row_sums[r] = 0;
+}
+
+/* The sums of a packed panel's columns: per pair of k, NR columns of 2 bytes. */
 static void column_sums_avx2(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums) {
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    for (int j = 0; j < columns; j += 8) {
-        __m256i acc = _mm256_setzero_si256();
-        for (ptrdiff_t g = 0; g < groups; g++) {
-            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(b + g * columns * 4 + 4 * j));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16));
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int j = 0; j < columns; j += NR) {
+        __m256i low = _mm256_setzero_si256(), high = _mm256_setzero_si256();
+        for (ptrdiff_t p = 0; p < 2 * groups; p++) {
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(b + p * columns * 2 + 2 * j));
+            const __m256i pair_sums = _mm256_maddubs_epi16(ones, bytes); /* |sum| <= 256: no saturation */
+            low = _mm256_add_epi32(low, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(pair_sums)));
+            high = _mm256_add_epi32(high, _mm256_cvtepi16_epi32(_mm256_extracti128_si256(pair_sums, 1)));
         }
-        _mm256_storeu_si256((__m256i *)(sums + j), acc);
+        _mm256_storeu_si256((__m256i *)(sums + j), low);
+        _mm256_storeu_si256((__m256i *)(sums + j + 8), high);
     }
 }
 
-const gemm_kernels dmlq_gemm_avx2 = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
-                                     .dot = dot_avx2, .requantize = dmlq_gemm_requantize_portable,
-                                     .row_sums = dmlq_gemm_row_sums_portable,
-                                     .column_sums = column_sums_avx2};
+/* ---- requantization ---------------------------------------------------------------------------- */
+
+/* 8 int32 as 8 saturated bytes (int8 when `is_signed`, else uint8), in the low half. */
+static inline __m128i saturated_bytes(__m256i values, int is_signed) {
+    const __m256i words = _mm256_packs_epi32(values, values);
+    const __m256i bytes = is_signed ? _mm256_packs_epi16(words, words) : _mm256_packus_epi16(words, words);
+    return _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+}
+
+/* The reference's float64 requantization of 8 exact accumulators of row m (dmlq_requantize_one). */
+static __m128i requantize_8_exactly(__m256i acc, const double *bs, ptrdiff_t m, const gemm_quantization *q) {
+    const __m256d as = _mm256_set1_pd(q->a_scale[m]), divisor = _mm256_set1_pd(q->out_divisor[m]);
+    const __m256d zero_point = _mm256_set1_pd(q->out_zero_point[m]);
+    const __m256d lo = _mm256_set1_pd(q->lo), hi = _mm256_set1_pd(q->hi);
+    __m128i integers[2];
+    for (int h = 0; h < 2; h++) {
+        const __m256d sums = _mm256_cvtepi32_pd(h ? _mm256_extracti128_si256(acc, 1) : _mm256_castsi256_si128(acc));
+        const __m256d product = _mm256_mul_pd(sums, _mm256_mul_pd(as, _mm256_loadu_pd(bs + 4 * h)));
+        const __m256d quotient = q->reciprocal ? _mm256_mul_pd(product, divisor) : _mm256_div_pd(product, divisor);
+        const __m256d value = _mm256_add_pd(_mm256_round_pd(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                            zero_point);
+        const __m256d clamped = _mm256_min_pd(_mm256_max_pd(value, lo), hi); /* NaN becomes lo here... */
+        const __m256d ordered = _mm256_cmp_pd(value, value, _CMP_ORD_Q);     /* ...and 0 here */
+        integers[h] = _mm256_cvtpd_epi32(_mm256_and_pd(clamped, ordered));
+    }
+    return saturated_bytes(_mm256_set_m128i(integers[1], integers[0]), q->lo < 0.0);
+}
+
+/* round(acc * (as * bs) / os) + ozp, clamped, for 8 accumulators of row m: the float32 estimate
+ * where no lane is near a tie, the float64 reference otherwise (why this is exact: gemm_vnni.c). */
+static inline __m128i requantize_8(__m256i acc, __m256 factors, const double *bs, ptrdiff_t m,
+                                   const gemm_quantization *q, __m256i zero_point) {
+    if (q->estimate) {
+        const __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), factors);
+        const __m256 nearest = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 distance = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(y, nearest));
+        if (_mm256_movemask_ps(_mm256_cmp_ps(distance, _mm256_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ)) == 0xff)
+            return saturated_bytes(_mm256_add_epi32(_mm256_cvttps_epi32(nearest), zero_point), q->lo < 0.0);
+    }
+    return requantize_8_exactly(acc, bs, m, q);
+}
+
+/* What a tile's requantization needs of each block of 8 columns. */
+typedef struct {
+    __m256i zb, column_term, column_correction; /* the last: za' * column term, when za' is uniform */
+    __m256 factor;
+    const double *bs;
+} column_block;
+
+/* acc = dot - zb' * rowsum(A') - za' * (colsum(B') - K * zb'), in wrapping int32 arithmetic: exact,
+ * since the true sum fits in int32 (K <= 32768). Uniform zero points save the multiplications. */
+static inline __m256i corrected_sums(__m256i dot, const column_block *column, __m256i row_correction,
+                                     __m256i row_sum, __m256i za, const gemm_quantization *q) {
+    const __m256i by_row = q->b_zero_uniform ? row_correction : _mm256_mullo_epi32(row_sum, column->zb);
+    const __m256i by_column = q->a_zero_uniform ? column->column_correction
+                                                : _mm256_mullo_epi32(za, column->column_term);
+    return _mm256_sub_epi32(_mm256_sub_epi32(dot, by_row), by_column);
+}
+
+static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+    if (t->out_col != 1) {
+        dmlq_gemm_requantize_portable(dot, t, q);
+        return;
+    }
+    const __m256i k = _mm256_set1_epi32((int32_t)q->k);
+    const int blocks = (int)((t->columns + 7) / 8);
+    column_block column[NR / 8];
+    for (int j = 0; j < blocks; j++) {
+        const ptrdiff_t n = t->n0 + 8 * j;
+        column[j].zb = _mm256_loadu_si256((const __m256i *)(q->b_zero + n));
+        column[j].column_term = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(t->column_sums + n)),
+                                                 _mm256_mullo_epi32(k, column[j].zb));
+        column[j].column_correction = _mm256_mullo_epi32(_mm256_set1_epi32(q->a_zero[0]), column[j].column_term);
+        column[j].factor = _mm256_loadu_ps(q->column_factor + n);
+        column[j].bs = q->b_scale + n;
+    }
+    for (ptrdiff_t i = 0; i < t->rows; i++) {
+        const ptrdiff_t m = t->m0 + i;
+        const __m256i row_sum = _mm256_set1_epi32(t->row_sums[m]), za = _mm256_set1_epi32(q->a_zero[m]);
+        const __m256i row_correction = _mm256_set1_epi32((int32_t)((uint32_t)t->row_sums[m] * (uint32_t)q->b_zero[0]));
+        const __m256i zero_point = _mm256_set1_epi32((int32_t)q->out_zero_point[m]);
+        const __m256 row_factor = _mm256_set1_ps(q->row_factor[m]);
+        char *out = t->out + i * t->out_row;
+        for (int j = 0; j < blocks; j++) {
+            const __m256i dots = _mm256_load_si256((const __m256i *)(dot + i * t->dot_stride + 8 * j));
+            const __m256i acc = corrected_sums(dots, &column[j], row_correction, row_sum, za, q);
+            const __m256 factors = _mm256_mul_ps(row_factor, column[j].factor);
+            const __m128i bytes = requantize_8(acc, factors, column[j].bs, m, q, zero_point);
+            const ptrdiff_t left = t->columns - 8 * j;
+            if (left >= 8) {
+                _mm_storel_epi64((__m128i *)(out + 8 * j), bytes);
+            } else {
+                uint8_t eight[8];
+                _mm_storel_epi64((__m128i *)eight, bytes);
+                memcpy(out + 8 * j, eight, (size_t)left);
+            }
+        }
+    }
+}
+
+const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
+                                     .b_pair_layout = 1, .dot = dot_avx2, .requantize = requantize_avx2,
+                                     .pack_a = pack_a_avx2, .column_sums = column_sums_avx2};
 
 DMLQ_END_TARGET
 #endif

@@ -14,7 +14,8 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
 }
 
 /* MR x NR accumulators in registers; per group, NR/16 vectors of B' and MR broadcast dwords of A'. */
-static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+    (void)rows;
     __m512i acc[GEMM_MR][VECTORS];
     for (int m = 0; m < GEMM_MR; m++)
         for (int j = 0; j < VECTORS; j++) acc[m][j] = _mm512_setzero_si512();
