@@ -437,6 +437,20 @@ def test_matmul_layouts(level, layout):
     check_matmul(views, U8)
 
 
+@pytest.mark.parametrize("a_layout", ["contiguous", "strided"])
+@pytest.mark.parametrize("a_type", BYTES)
+def test_matmul_every_tile_row_count_and_k_tail(level, a_layout, a_type):
+    """M from 1 to 13 (every row count of a partial tile; one and two tiles) and K around the
+    kernels' steps of 2, 4 and 8, with A read in place or gathered, flipped or not."""
+    rng = np.random.default_rng(21)
+    for m in range(1, 14):
+        for k in (1, 2, 3, 7, 8, 9, 16, 31):
+            a = integers(rng, a_type, (m, 2 * k))
+            a = a[:, ::2] if a_layout == "strided" else a[:, :k]
+            views = matmul_case(rng, a, integers(rng, I8, (k, 19)), a_type, I8, U8, True, True, True)
+            check_matmul(views, U8)
+
+
 @pytest.mark.parametrize(
     "a_type, a_value, a_zero, b_type, b_value, b_zero",
     [

@@ -11,18 +11,30 @@
 #include <stdlib.h>
 #if defined(_WIN32)
 #include <malloc.h>
+#elif defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 #include "gemm.h"
 
 enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 
+/* Blocks of HUGE_BYTES or more are aligned to huge pages and, on Linux, asked to be backed by them
+ * (as NumPy does for its arrays): a packed 4096 x 11008 B otherwise takes 11 000 page faults, in
+ * more time than packing it. */
+#define HUGE_BYTES ((size_t)4 << 20)
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
 static void *allocate(size_t bytes) {
 #if defined(_WIN32) /* MSVC, mingw-w64 and clang-cl alike: no posix_memalign */
     return _aligned_malloc(bytes ? bytes : 64, 64);
 #else
     void *memory = NULL;
-    return posix_memalign(&memory, 64, bytes ? bytes : 64) == 0 ? memory : NULL;
+    if (posix_memalign(&memory, bytes >= HUGE_BYTES ? HUGE_PAGE_BYTES : 64, bytes ? bytes : 64) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes >= HUGE_BYTES) madvise(memory, bytes, MADV_HUGEPAGE); /* only advice: failure changes nothing */
+#endif
+    return memory;
 #endif
 }
 
@@ -126,6 +138,61 @@ static void pack_b_panel(uint8_t *dst, const gemm_kernels *kernels, const char *
             for (int t = 0; t < run; t++) out[t] = column[kk + t] ^ flip;
         }
         for (; kk < k; kk++) dst[packed_offset(nr, pair_layout, kk, n)] = column[kk * b_row] ^ flip;
+    }
+}
+
+/* B is packed in blocks of PACK_GROUPS groups of rows x PACK_PANELS panels: a block's rows stay in
+ * the caches while each of its panels takes its share, and each share is summed while it is in L1.
+ * Going panel by panel through the whole of K would instead read a few bytes of every row, one
+ * page each, per panel. */
+enum { PACK_GROUPS = 16, PACK_PANELS = 16 };
+
+typedef struct {
+    const gemm_kernels *kernels;
+    const char *b;                 /* element (0, 0) of one B */
+    ptrdiff_t n, k, groups, b_row, b_col;
+    uint8_t flip;
+    int8_t *panels;                /* its packed panels, panel_bytes apart */
+    ptrdiff_t panel_bytes;
+    int32_t *column_sums;          /* of its packed panels, padding columns included */
+} b_packing;
+
+/* Asks for `rows` rows of `bytes` bytes (rows `stride` apart) to be brought into the caches: the
+ * next block's, while this one is packed (the hardware prefetchers do not follow rows 4 KiB apart). */
+static void prefetch_rows(const char *start, ptrdiff_t rows, ptrdiff_t stride, ptrdiff_t bytes) {
+#if DMLQ_X86
+    for (ptrdiff_t r = 0; r < rows; r++)
+        for (ptrdiff_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(start + r * stride + offset, _MM_HINT_T0);
+#else
+    (void)start, (void)rows, (void)stride, (void)bytes;
+#endif
+}
+
+static ptrdiff_t pack_chunks(ptrdiff_t n_panels) { return (n_panels + PACK_PANELS - 1) / PACK_PANELS; }
+
+/* Panels [PACK_PANELS * chunk, ...) of one B, and their column sums. */
+static void pack_b_chunk(const b_packing *job, ptrdiff_t chunk) {
+    const gemm_kernels *kernels = job->kernels;
+    const int nr = kernels->nr;
+    const ptrdiff_t n_panels = (job->n + nr - 1) / nr, first = chunk * PACK_PANELS;
+    const ptrdiff_t end = min_size(first + PACK_PANELS, n_panels);
+    memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
+    for (ptrdiff_t g0 = 0; g0 < job->groups; g0 += PACK_GROUPS) {
+        const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, job->k - 4 * g0);
+        const char *block = job->b + 4 * g0 * job->b_row;
+        const ptrdiff_t next_rows = min_size(4 * PACK_GROUPS, job->k - 4 * (g0 + PACK_GROUPS));
+        if (job->b_col == 1 && next_rows > 0)
+            prefetch_rows(block + 4 * PACK_GROUPS * job->b_row + first * nr, next_rows, job->b_row,
+                          min_size(end * nr, job->n) - first * nr);
+        for (ptrdiff_t panel = first; panel < end; panel++) {
+            int8_t *dst = job->panels + panel * job->panel_bytes + g0 * nr * 4;
+            int32_t sums[GEMM_NR];
+            pack_b_panel((uint8_t *)dst, kernels, rows > 0 ? block + panel * nr * job->b_col : job->b,
+                         min_size(nr, job->n - panel * nr), rows > 0 ? rows : 0, groups, job->b_row, job->b_col,
+                         job->flip);
+            kernels->column_sums(dst, groups, nr, sums);
+            for (int j = 0; j < nr; j++) job->column_sums[panel * nr + j] += sums[j];
+        }
     }
 }
 
@@ -240,17 +307,12 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
     }
 }
 
-static void pack_b_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
+/* Chunks [first, end) of a batch's B, into the multiply's own buffers. */
+static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
-    const char *b = p->b + p->b_offsets[batch];
-    const int nr = c->kernels->nr;
-    for (ptrdiff_t panel = first; panel < end; panel++) {
-        const ptrdiff_t n0 = panel * nr;
-        int8_t *dst = pk->b + panel * c->b_panel_bytes;
-        pack_b_panel((uint8_t *)dst, c->kernels, b + n0 * p->b_col, min_size(nr, p->n - n0), p->k, c->groups, p->b_row,
-                     p->b_col, p->b_signed ? 0 : 0x80);
-        c->kernels->column_sums(dst, c->groups, nr, pk->column_sums + n0);
-    }
+    const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
+                           p->b_signed ? 0 : 0x80, pk->b, c->b_panel_bytes, pk->column_sums};
+    for (ptrdiff_t chunk = first; chunk < end; chunk++) pack_b_chunk(&job, chunk);
 }
 
 /* A batch's packed B panels and column sums: packed beforehand, or by this multiply (in pk). */
@@ -307,7 +369,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
     const dmlq_gemm_problem *p = c->p;
     for (ptrdiff_t batch = dmlq_claim(&c->counters[0]); batch < p->batches; batch = dmlq_claim(&c->counters[0])) {
         if (pk->a_offset != p->a_offsets[batch]) pack_a_panels(c, pk, batch, 0, c->m_panels);
-        if (!p->packed_b && pk->b_offset != p->b_offsets[batch]) pack_b_panels(c, pk, batch, 0, c->n_panels);
+        if (!p->packed_b && pk->b_offset != p->b_offsets[batch]) pack_b_chunks(c, pk, batch, 0, pack_chunks(c->n_panels));
         pk->a_offset = p->a_offsets[batch];
         pk->b_offset = p->b_offsets[batch];
         for (ptrdiff_t nb = 0; nb < c->n_panels; nb += block_panels(c))
@@ -321,7 +383,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
  * delays only the unit it holds). */
 typedef struct {
     const gemm_context *c;
-    ptrdiff_t batch, a_panels_to_pack, b_panels_to_pack;
+    ptrdiff_t batch, a_panels_to_pack, b_chunks_to_pack;
     int threads;
 } batch_work;
 
@@ -329,7 +391,7 @@ static ptrdiff_t range_start(ptrdiff_t count, int range, int ranges) { return co
 
 static ptrdiff_t pack_units(const batch_work *w, int r) {
     return range_start(w->a_panels_to_pack, r + 1, w->threads) - range_start(w->a_panels_to_pack, r, w->threads) +
-           range_start(w->b_panels_to_pack, r + 1, w->threads) - range_start(w->b_panels_to_pack, r, w->threads);
+           range_start(w->b_chunks_to_pack, r + 1, w->threads) - range_start(w->b_chunks_to_pack, r, w->threads);
 }
 
 static void pack_unit(const batch_work *w, int r, ptrdiff_t unit) {
@@ -338,8 +400,8 @@ static void pack_unit(const batch_work *w, int r, ptrdiff_t unit) {
     if (unit < a_units) {
         pack_a_panels(w->c, w->c->packed, w->batch, a_first + unit, a_first + unit + 1);
     } else {
-        const ptrdiff_t b = range_start(w->b_panels_to_pack, r, w->threads) + unit - a_units;
-        pack_b_panels(w->c, w->c->packed, w->batch, b, b + 1);
+        const ptrdiff_t chunk = range_start(w->b_chunks_to_pack, r, w->threads) + unit - a_units;
+        pack_b_chunks(w->c, w->c->packed, w->batch, chunk, chunk + 1);
     }
 }
 
@@ -386,7 +448,7 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
         const int new_a = a_offset != p->a_offsets[batch];
         const int new_b = !p->packed_b && b_offset != p->b_offsets[batch];
         ptrdiff_t *counters = &c->counters[batch * 2 * c->counter_stride];
-        const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? c->n_panels : 0, threads};
+        const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? pack_chunks(c->n_panels) : 0, threads};
         if (new_a || new_b) {
             if (batch > 0) dmlq_barrier(threads); /* the previous batch's tiles are done with the panels */
             claim_own_range_first(&w, counters, thread, pack_units, pack_unit);
@@ -576,48 +638,27 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
 
 /* ---- B packed beforehand ---------------------------------------------------------------------- */
 
-/* Packing B beforehand goes through B row after row (in steps of PACK_GROUPS groups of 4 rows, each
- * step's rows in L1 while every panel takes its share), then sums each packed panel: going panel
- * by panel through a row-major B instead reads a few bytes of every row, one page each, per panel. */
-enum { PACK_GROUPS = 2 };
-
 typedef struct {
-    const gemm_kernels *kernels;
-    dmlq_packed_b *packed;
+    const dmlq_packed_b *packed;
     const char *b;
     const ptrdiff_t *offsets;
-    ptrdiff_t groups, steps, b_row, b_col;
-    ptrdiff_t next_step, next_panel; /* the next unit to claim, counted over every batch */
+    ptrdiff_t groups, b_row, b_col;
+    ptrdiff_t next_unit; /* the next chunk to claim, counted over every batch */
 } pack_job;
 
-static void pack_steps(void *context, int thread, int threads) {
+static void pack_beforehand(void *context, int thread, int threads) {
     (void)thread, (void)threads;
     pack_job *job = context;
     const dmlq_packed_b *packed = job->packed;
-    const int nr = job->kernels->nr;
-    for (ptrdiff_t unit = dmlq_claim(&job->next_step); unit < packed->batches * job->steps;
-         unit = dmlq_claim(&job->next_step)) {
-        const ptrdiff_t batch = unit / job->steps, g0 = unit % job->steps * PACK_GROUPS;
-        const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, packed->k - 4 * g0);
-        const char *b = job->b + job->offsets[batch] + 4 * g0 * job->b_row;
-        int8_t *panels = packed->panels + batch * packed->n_panels * packed->panel_bytes + g0 * nr * 4;
-        for (ptrdiff_t n0 = 0, panel = 0; panel < packed->n_panels; panel++, n0 += nr)
-            pack_b_panel((uint8_t *)(panels + panel * packed->panel_bytes), job->kernels, b + n0 * job->b_col,
-                         min_size(nr, packed->n - n0), rows > 0 ? rows : 0, groups, job->b_row, job->b_col,
-                         packed->b_signed ? 0 : 0x80);
-    }
-}
-
-static void sum_panels(void *context, int thread, int threads) {
-    (void)thread, (void)threads;
-    pack_job *job = context;
-    const dmlq_packed_b *packed = job->packed;
-    const int nr = job->kernels->nr;
-    for (ptrdiff_t unit = dmlq_claim(&job->next_panel); unit < packed->batches * packed->n_panels;
-         unit = dmlq_claim(&job->next_panel)) {
-        const ptrdiff_t batch = unit / packed->n_panels, panel = unit % packed->n_panels;
-        job->kernels->column_sums(packed->panels + unit * packed->panel_bytes, job->groups, nr,
-                                  packed->column_sums + batch * packed->sums_per_batch + panel * nr);
+    const ptrdiff_t chunks = pack_chunks(packed->n_panels);
+    for (ptrdiff_t unit = dmlq_claim(&job->next_unit); unit < packed->batches * chunks;
+         unit = dmlq_claim(&job->next_unit)) {
+        const ptrdiff_t batch = unit / chunks;
+        const b_packing chunk = {packed->kernels, job->b + job->offsets[batch], packed->n, packed->k, job->groups,
+                                 job->b_row, job->b_col, packed->b_signed ? 0 : 0x80,
+                                 packed->panels + batch * packed->n_panels * packed->panel_bytes, packed->panel_bytes,
+                                 packed->column_sums + batch * packed->sums_per_batch};
+        pack_b_chunk(&chunk, unit % chunks);
     }
 }
 
@@ -632,10 +673,9 @@ int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offs
         dmlq_gemm_free_packed_b(packed);
         return -1;
     }
-    pack_job job = {kernels, packed, b, offsets, groups, (groups + PACK_GROUPS - 1) / PACK_GROUPS, b_row, b_col, 0, 0};
+    pack_job job = {packed, b, offsets, groups, b_row, b_col, 0};
     if ((double)batches * k * n < SERIAL_OPERATIONS) threads = 1;
-    dmlq_parallel(pack_steps, &job, threads);
-    dmlq_parallel(sum_panels, &job, threads);
+    dmlq_parallel(pack_beforehand, &job, threads);
     return 0;
 }
 
