@@ -451,6 +451,20 @@ def test_matmul_every_tile_row_count_and_k_tail(level, a_layout, a_type):
             check_matmul(views, U8)
 
 
+@pytest.mark.parametrize("thread_count", [1, 2])
+@pytest.mark.parametrize("b_type", BYTES)
+def test_matmul_a_few_rows_read_b_in_place(level, threads, thread_count, b_type):
+    """Up to 4 rows with an unpacked row-major B and even K: B read where it lies, in steps of k
+    and blocks of columns (several of each here), with its column sums; a column tail is packed."""
+    dmlq.set_num_threads(thread_count)
+    rng = np.random.default_rng(22)
+    for m in range(1, 6):
+        for k, n in ((2, 16), (130, 1043), (300, 2 * 1024 + 16)):
+            views = matmul_case(rng, integers(rng, U8, (m, k)), integers(rng, b_type, (k, n)), U8, b_type, U8,
+                                True, True, True)  # fmt: skip
+            check_matmul(views, U8)
+
+
 @pytest.mark.parametrize(
     "a_type, a_value, a_zero, b_type, b_value, b_zero",
     [

@@ -168,14 +168,12 @@ static void prefetch_rows(const char *start, ptrdiff_t rows, ptrdiff_t stride, p
 #endif
 }
 
-static ptrdiff_t pack_chunks(ptrdiff_t n_panels) { return (n_panels + PACK_PANELS - 1) / PACK_PANELS; }
+static ptrdiff_t pack_chunks(ptrdiff_t panels) { return (panels + PACK_PANELS - 1) / PACK_PANELS; }
 
-/* Panels [PACK_PANELS * chunk, ...) of one B, and their column sums. */
-static void pack_b_chunk(const b_packing *job, ptrdiff_t chunk) {
+/* Panels [first, end) of one B (at most PACK_PANELS), and their column sums. */
+static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
-    const ptrdiff_t n_panels = (job->n + nr - 1) / nr, first = chunk * PACK_PANELS;
-    const ptrdiff_t end = min_size(first + PACK_PANELS, n_panels);
     memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
     for (ptrdiff_t g0 = 0; g0 < job->groups; g0 += PACK_GROUPS) {
         const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, job->k - 4 * g0);
@@ -266,6 +264,7 @@ typedef struct {
     const gemm_kernels *kernels;
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
+    ptrdiff_t direct_panels; /* B panels [0, direct_panels) are read from B itself (dot_row_major), not packed */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
     packed_operands *packed; /* one per thread, or one shared */
@@ -307,12 +306,18 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
     }
 }
 
-/* Chunks [first, end) of a batch's B, into the multiply's own buffers. */
+/* How many chunks of a batch's B this multiply packs: the panels it does not read directly. */
+static ptrdiff_t chunks_to_pack(const gemm_context *c) { return pack_chunks(c->n_panels - c->direct_panels); }
+
+/* Chunks [first, end) of the panels a batch's B has packed, into the multiply's own buffers. */
 static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
                            p->b_signed ? 0 : 0x80, pk->b, c->b_panel_bytes, pk->column_sums};
-    for (ptrdiff_t chunk = first; chunk < end; chunk++) pack_b_chunk(&job, chunk);
+    for (ptrdiff_t chunk = first; chunk < end; chunk++) {
+        const ptrdiff_t panel = c->direct_panels + chunk * PACK_PANELS;
+        pack_b_chunk(&job, panel, min_size(panel + PACK_PANELS, c->n_panels));
+    }
 }
 
 /* A batch's packed B panels and column sums: packed beforehand, or by this multiply (in pk). */
@@ -352,16 +357,53 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     store_requantized(sums, &tile, &c->q);
 }
 
+/* Panels read from a row-major B are computed ROW_MAJOR_PANELS at a time, in steps of
+ * ROW_MAJOR_PAIRS pairs of k: each step reads whole lines of its rows (1 KiB of each), and the
+ * rows' pages once per block of panels rather than once per panel. */
+enum { ROW_MAJOR_PANELS = 64, ROW_MAJOR_PAIRS = 64, ROW_MAJOR_TILE = GEMM_MR * 16 };
+
 static ptrdiff_t block_panels(const gemm_context *c) {
-    const ptrdiff_t block = BLOCK_BYTES / c->b_panel_bytes;
+    const ptrdiff_t block = c->direct_panels ? ROW_MAJOR_PANELS : BLOCK_BYTES / c->b_panel_bytes;
     return block < 1 ? 1 : block;
+}
+
+/* Tiles of the one A panel with panels [first, end) of a row-major B, read in place. */
+static void compute_row_major(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t first,
+                              ptrdiff_t end) {
+    const dmlq_gemm_problem *p = c->p;
+    const gemm_kernels *kernels = c->kernels;
+    const int nr = kernels->nr, rows = (int)p->m, tile_ints = (rows + 1) * nr;
+    const char *b = p->b + p->b_offsets[batch];
+    ptrdiff_t lda;
+    const uint8_t *a = a_panel(c, pk, batch, 0, &lda);
+    int32_t sums[ROW_MAJOR_PANELS][ROW_MAJOR_TILE] = {{0}};
+    _Alignas(64) int32_t dots[ROW_MAJOR_TILE];
+    for (ptrdiff_t pair = 0; pair < p->k / 2; pair += ROW_MAJOR_PAIRS) {
+        const ptrdiff_t pairs = min_size(ROW_MAJOR_PAIRS, p->k / 2 - pair);
+        for (ptrdiff_t n = first; n < end; n++) {
+            if (n * nr % 64 == 0) /* the first panel of a cache line: fetch the next line of these rows meanwhile */
+                prefetch_rows(b + 2 * pair * p->b_row + n * nr + 64, 2 * pairs, p->b_row, 1);
+            kernels->dot_row_major(a + pair / 2 * kernels->a_group_bytes, b + 2 * pair * p->b_row + n * nr, p->b_row,
+                                   pairs, rows, p->b_signed ? 0 : 0x80, dots);
+            for (int i = 0; i < tile_ints; i++) sums[n - first][i] += dots[i];
+        }
+    }
+    for (ptrdiff_t n = first; n < end; n++) { /* the column sums came in the tile's row `rows` */
+        const ptrdiff_t n0 = n * nr;
+        memcpy(pk->column_sums + n0, sums[n - first] + rows * nr, sizeof(int32_t) * (size_t)nr);
+        const gemm_tile tile = {0, n0, rows, nr, nr, p->out + p->out_offsets[batch] + n0 * p->out_col,
+                                p->out_row, p->out_col, pk->row_sums, pk->column_sums};
+        kernels->requantize(sums[n - first], &tile, &c->q);
+    }
 }
 
 /* Tiles of A panel m with the B panels [nb, min(nb + block, n_end)): a block of B panels stays in
  * L2 while the A panels pass through it. */
 static void compute_block(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
                           ptrdiff_t nb, ptrdiff_t n_end) {
-    for (ptrdiff_t n = nb; n < min_size(nb + block_panels(c), n_end); n++) compute_tile(c, pk, batch, m, n);
+    const ptrdiff_t end = min_size(nb + block_panels(c), n_end), row_major_end = min_size(end, c->direct_panels);
+    if (nb < row_major_end) compute_row_major(c, pk, batch, nb, row_major_end);
+    for (ptrdiff_t n = nb > row_major_end ? nb : row_major_end; n < end; n++) compute_tile(c, pk, batch, m, n);
 }
 
 static void run_batches_per_thread(const gemm_context *c, int thread) {
@@ -369,7 +411,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
     const dmlq_gemm_problem *p = c->p;
     for (ptrdiff_t batch = dmlq_claim(&c->counters[0]); batch < p->batches; batch = dmlq_claim(&c->counters[0])) {
         if (pk->a_offset != p->a_offsets[batch]) pack_a_panels(c, pk, batch, 0, c->m_panels);
-        if (!p->packed_b && pk->b_offset != p->b_offsets[batch]) pack_b_chunks(c, pk, batch, 0, pack_chunks(c->n_panels));
+        if (!p->packed_b && pk->b_offset != p->b_offsets[batch]) pack_b_chunks(c, pk, batch, 0, chunks_to_pack(c));
         pk->a_offset = p->a_offsets[batch];
         pk->b_offset = p->b_offsets[batch];
         for (ptrdiff_t nb = 0; nb < c->n_panels; nb += block_panels(c))
@@ -448,7 +490,7 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
         const int new_a = a_offset != p->a_offsets[batch];
         const int new_b = !p->packed_b && b_offset != p->b_offsets[batch];
         ptrdiff_t *counters = &c->counters[batch * 2 * c->counter_stride];
-        const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? pack_chunks(c->n_panels) : 0, threads};
+        const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? chunks_to_pack(c) : 0, threads};
         if (new_a || new_b) {
             if (batch > 0) dmlq_barrier(threads); /* the previous batch's tiles are done with the panels */
             claim_own_range_first(&w, counters, thread, pack_units, pack_unit);
@@ -601,6 +643,14 @@ static void workspace_give(char *memory, int kept) {
         release(memory);
 }
 
+/* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
+ * it first (which reads and writes it all, then reads it again). */
+static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
+    return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 &&
+           p->m <= kernels->row_major_rows && (p->m + 1) * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 &&
+           groups <= GEMM_CHUNK_GROUPS;
+}
+
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = p->packed_b ? p->packed_b->kernels : kernels_for_level()};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
@@ -610,6 +660,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.a_panel_bytes = c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
     c.a_in_place = !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
     c.b_panel_bytes = c.groups * nr * 4;
+    c.direct_panels = reads_b_directly(p, c.kernels, c.groups) ? p->n / nr : 0;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
     const int buffers = c.per_thread_batches ? threads : 1;
@@ -653,12 +704,12 @@ static void pack_beforehand(void *context, int thread, int threads) {
     const ptrdiff_t chunks = pack_chunks(packed->n_panels);
     for (ptrdiff_t unit = dmlq_claim(&job->next_unit); unit < packed->batches * chunks;
          unit = dmlq_claim(&job->next_unit)) {
-        const ptrdiff_t batch = unit / chunks;
+        const ptrdiff_t batch = unit / chunks, first = unit % chunks * PACK_PANELS;
         const b_packing chunk = {packed->kernels, job->b + job->offsets[batch], packed->n, packed->k, job->groups,
                                  job->b_row, job->b_col, packed->b_signed ? 0 : 0x80,
                                  packed->panels + batch * packed->n_panels * packed->panel_bytes, packed->panel_bytes,
                                  packed->column_sums + batch * packed->sums_per_batch};
-        pack_b_chunk(&chunk, unit % chunks);
+        pack_b_chunk(&chunk, first, min_size(first + PACK_PANELS, packed->n_panels));
     }
 }
 

@@ -65,6 +65,12 @@ typedef struct {
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
      * first `rows` rows are real (a kernel may leave the others unwritten). */
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);
+    /* Optional, for up to `row_major_rows` rows: dot(A', B') of a tile over `pairs` pairs of k read
+     * straight from a row-major B (bytes xor `flip`, rows b_row apart, NR columns from b on), and
+     * colsum(B') over those pairs in the tile's row `rows`. */
+    void (*dot_row_major)(const uint8_t *a, const char *b, ptrdiff_t b_row, ptrdiff_t pairs, int rows, uint8_t flip,
+                          int32_t *tile);
+    int row_major_rows;
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
     /* Packs an A' panel in the kernel's own layout and sums its rows, where the kernel has one

@@ -26,7 +26,8 @@ enum {
     NR = 16,
     PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
     PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
-    PREFETCH_BYTES = 4096
+    PREFETCH_BYTES = 4096,
+    ROW_MAJOR_ROWS = 4 /* a row-major B's tiles: rows of A plus the row of ones, in registers */
 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -41,23 +42,39 @@ static ALWAYS_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
     return acc;
 }
 
-/* dot(A', B') of `rows` rows x NR columns over `pairs` pairs of k, into tile[MR * NR]. */
-static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t pairs, int32_t *tile, const int rows) {
-    __m256i acc[MR][2];
-    for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES, b += PAIR_B_BYTES) {
-        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
-        const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-        const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
-        for (int m = 0; m < rows; m++) {
+/* dot(A', B') of `rows` rows x NR columns over `pairs` pairs of k, into tile[MR * NR]: from a packed
+ * panel, or (`row_major`) from a row-major B itself, bytes xor `flip`, rows b_row apart, with the
+ * columns' sums over those pairs in tile row `rows` (a row of ones in A). */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t b_row, __m128i flip, ptrdiff_t pairs,
+                                   int32_t *tile, const int rows, const int row_major) {
+    enum { MAX_SUMS = MR + 1 };
+    const int sums = rows + row_major;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[MAX_SUMS][2];
+    for (int m = 0; m < sums; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES) {
+        __m256i left, right;
+        if (row_major) {
+            const __m128i first = _mm_xor_si128(_mm_loadu_si128((const __m128i *)b), flip);
+            const __m128i second = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + b_row)), flip);
+            left = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(first, second));
+            right = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(first, second));
+            b += 2 * b_row;
+        } else {
+            _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+            left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+            right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+            b += PAIR_B_BYTES;
+        }
+        for (int m = 0; m < sums; m++) {
             int32_t words;
-            memcpy(&words, a + 4 * m, 4);
-            const __m256i pair = _mm256_set1_epi32(words);
+            if (m < rows) memcpy(&words, a + 4 * m, 4);
+            const __m256i pair = m < rows ? _mm256_set1_epi32(words) : ones;
             acc[m][0] = add_products(acc[m][0], pair, left);
             acc[m][1] = add_products(acc[m][1], pair, right);
         }
     }
-    for (int m = 0; m < rows; m++) {
+    for (int m = 0; m < sums; m++) {
         _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
         _mm256_store_si256((__m256i *)(tile + m * NR + 8), acc[m][1]);
     }
@@ -66,13 +83,26 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t 
 static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
     (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
     const ptrdiff_t pairs = 2 * groups;
+    const __m128i none = _mm_setzero_si128();
     switch (rows) {
-    case 1: dot_rows(a, b, pairs, tile, 1); break;
-    case 2: dot_rows(a, b, pairs, tile, 2); break;
-    case 3: dot_rows(a, b, pairs, tile, 3); break;
-    case 4: dot_rows(a, b, pairs, tile, 4); break;
-    case 5: dot_rows(a, b, pairs, tile, 5); break;
-    default: dot_rows(a, b, pairs, tile, MR); break;
+    case 1: dot_rows(a, b, 0, none, pairs, tile, 1, 0); break;
+    case 2: dot_rows(a, b, 0, none, pairs, tile, 2, 0); break;
+    case 3: dot_rows(a, b, 0, none, pairs, tile, 3, 0); break;
+    case 4: dot_rows(a, b, 0, none, pairs, tile, 4, 0); break;
+    case 5: dot_rows(a, b, 0, none, pairs, tile, 5, 0); break;
+    default: dot_rows(a, b, 0, none, pairs, tile, MR, 0); break;
+    }
+}
+
+static void dot_row_major_avx2(const uint8_t *a, const char *b, ptrdiff_t b_row, ptrdiff_t pairs, int rows,
+                               uint8_t flip, int32_t *tile) {
+    const int8_t *bytes = (const int8_t *)b;
+    const __m128i flips = _mm_set1_epi8((char)flip);
+    switch (rows) {
+    case 1: dot_rows(a, bytes, b_row, flips, pairs, tile, 1, 1); break;
+    case 2: dot_rows(a, bytes, b_row, flips, pairs, tile, 2, 1); break;
+    case 3: dot_rows(a, bytes, b_row, flips, pairs, tile, 3, 1); break;
+    default: dot_rows(a, bytes, b_row, flips, pairs, tile, ROW_MAJOR_ROWS, 1); break;
     }
 }
 
@@ -225,7 +255,8 @@ static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_q
 }
 
 const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
-                                     .b_pair_layout = 1, .dot = dot_avx2, .requantize = requantize_avx2,
+                                     .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
+                                     .row_major_rows = ROW_MAJOR_ROWS, .requantize = requantize_avx2,
                                      .pack_a = pack_a_avx2, .column_sums = column_sums_avx2};
 
 DMLQ_END_TARGET
