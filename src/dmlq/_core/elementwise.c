@@ -123,6 +123,8 @@ void dmlq_run_elementwise(dmlq_loop *loop, dmlq_row_fn row, const void *params, 
     if (total < PARALLEL_MINIMUM) threads = 1;
     ptrdiff_t chunk = total / ((ptrdiff_t)threads * CHUNKS_PER_THREAD) + 1;
     chunk = chunk < CHUNK_MINIMUM ? CHUNK_MINIMUM : (chunk + SPLIT_ALIGNMENT - 1) / SPLIT_ALIGNMENT * SPLIT_ALIGNMENT;
+    const ptrdiff_t chunks = (total + chunk - 1) / chunk;
+    if (threads > chunks) threads = (int)chunks; /* a thread with no chunk to claim only delays the return */
     run_context context = {loop, row, params, total, chunk, 0, total * loop->output_size >= STREAM_MINIMUM_BYTES};
     dmlq_parallel(run_chunks, &context, threads);
 }
