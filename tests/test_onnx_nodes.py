@@ -142,6 +142,25 @@ def test_a_constant_b_is_owned_by_dml_and_bound_once(constant, rng) -> None:
     np.testing.assert_array_equal(execute(loaded, feeds)["y"], values["y"])  # run again: B stays bound
 
 
+def test_every_constant_operand_is_owned_by_dml_and_bound_once(rng) -> None:
+    """Initializers and values computed from them alone are bound at initialization; fed ones per run."""
+    x = rng.uniform(-4, 4, (2, 3, 5)).astype(F32)
+    scale, zero_point = np.float32([0.5, 0.25, 0.125]), U8([120, 128, 136])
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)
+    loaded = dx.load(model([node], {"x": x, "z": zero_point}, {"s": scale}, ["y"], 13))
+    feeds = {"x": x, "z": zero_point}
+    values = {}
+    execute(loaded, feeds, keep=values)
+    assert assert_steps_match_numpy_layer(loaded, values) == 1
+    (compiled,) = [found[1] for key, found in loaded.cache.items() if key[0] == "compiled"]
+    owned = {name: bool(t.flags & TensorFlags.OWNED_BY_DML) for name, t in compiled.desc.input_tensors()}
+    assert owned == {"input": False, "scale": True, "zero_point": False}
+    again = {}
+    execute(loaded, {"x": x, "z": zero_point + U8(1)}, keep=again)  # a fed operand is bound per run
+    assert assert_steps_match_numpy_layer(loaded, again) == 1
+    assert not np.array_equal(again["y"], values["y"])
+
+
 def test_pair_saturation_is_what_int16_pair_sums_take_off(rng) -> None:
     a, b = byte_data(rng, U8, (2, 5, 7)), byte_data(rng, I8, (7, 3))
     products = a.astype(np.int64)[..., :, :, None] * b.astype(np.int64)[None, None, :, :]
