@@ -284,6 +284,26 @@ def test_sum_of_other_than_two_inputs_is_other(count, rng) -> None:
     np.testing.assert_array_equal(dx.run(proto, {"a": a})["y"], ort_outputs(proto, {"a": a})[0])
 
 
+@pytest.mark.parametrize("op_type", ["QuantizeLinear", "DequantizeLinear"])
+def test_a_quantization_version_the_provider_does_not_register_is_an_other_node(op_type, rng) -> None:
+    """The provider registers (De)QuantizeLinear 10, 13, 19 and 21 (dmlq.onnx.mapping's sources): at
+    opset 23 the node is (De)QuantizeLinear-23, which onnxruntime gives its CPU provider."""
+    quantize = op_type == "QuantizeLinear"
+    data = rng.standard_normal((2, 3)).astype(F32) if quantize else byte_data(rng, U8, (2, 3))
+    node = helper.make_node(op_type, ["x", "s", "z"], ["y"])
+    proto = model([node], {"x": data}, {"s": np.float32(0.25), "z": U8(7)}, ["y"], 23)
+    (verdict,) = dx.check(proto)
+    assert verdict.operator is None
+    assert verdict.rule == f"the DirectML provider registers {op_type} 10, 13, 19, 21, not 23"
+    np.testing.assert_array_equal(dx.run(proto, {"x": data})["y"], ort_outputs(proto, {"x": data})[0])
+
+
+def test_a_qdq_add_of_unregistered_versions_is_no_quantized_add(rng) -> None:
+    proto, feeds = qdq_add_model(rng)
+    proto.opset_import[0].version = 23
+    assert [v.operator for v in dx.check(proto)] == [None, None, "ELEMENT_WISE_ADD", None]
+
+
 def test_add_whose_sum_is_a_graph_output_fuses_nothing(rng) -> None:
     a = rng.standard_normal((2, 2)).astype(F32)
     nodes = [helper.make_node("Add", ["a", "a"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
