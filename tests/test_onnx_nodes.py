@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import dmlq
 import dmlq.onnx as dx
 from dmlq import TensorFlags
 from dmlq.onnx.mapping import Spec
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
 from dmlq.onnx.running import execute
 from dmlq.onnx.staging import stages
+from dmlq.threads import available_cores
 from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
 
 U8, I8, F32, F16 = np.uint8, np.int8, np.float32, np.float16
@@ -159,6 +161,22 @@ def test_every_constant_operand_is_owned_by_dml_and_bound_once(rng) -> None:
     execute(loaded, {"x": x, "z": zero_point + U8(1)}, keep=again)  # a fed operand is bound per run
     assert assert_steps_match_numpy_layer(loaded, again) == 1
     assert not np.array_equal(again["y"], values["y"])
+
+
+def test_other_nodes_run_at_the_thread_count_dmlq_has_when_it_changes(rng) -> None:
+    if available_cores() < 2:
+        pytest.skip("needs two cores to tell the thread counts apart")
+    a = rng.standard_normal((4, 4)).astype(F32)
+    loaded = dx.load(model([helper.make_node("Neg", ["a"], ["y"])], {"a": a}, {}, ["y"], 13))
+    previous = dmlq.get_num_threads()
+    try:
+        for threads in (1, 2):
+            dmlq.set_num_threads(threads)
+            np.testing.assert_array_equal(dx.run(loaded, {"a": a})["y"], -a)
+            newest = [found for key, found in loaded.cache.items() if key[0] == "session"][-1]
+            assert newest.get_session_options().intra_op_num_threads == threads
+    finally:
+        dmlq.set_num_threads(previous)
 
 
 def test_pair_saturation_is_what_int16_pair_sums_take_off(rng) -> None:

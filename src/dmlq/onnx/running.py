@@ -164,9 +164,10 @@ def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray])
 
 
 def _session(model: Model, stage: Stage, feeds: Mapping[str, np.ndarray], frozen: Mapping[str, np.ndarray]):
-    """The stage's session; values computed once from initializers (dequantized weights) are its
-    initializers too, so that onnxruntime may pre-pack them as it does the model's own."""
-    key = ("session", id(stage), tuple((name, value.dtype) for name, value in feeds.items()))
+    """The stage's session at dmlq's thread count; values computed once from initializers (dequantized
+    weights) are its initializers too, so that onnxruntime may pre-pack them as it does the model's own."""
+    threads = get_num_threads()
+    key = ("session", id(stage), threads, tuple((name, value.dtype) for name, value in feeds.items()))
     session = model.cache.get(key)
     if session is None:
         nodes = [node for step in stage.steps for node in step.nodes]
