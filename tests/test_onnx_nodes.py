@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import dmlq
 import dmlq.onnx as dx
 from dmlq import TensorFlags
 from dmlq.onnx.mapping import Spec
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
 from dmlq.onnx.running import execute
 from dmlq.onnx.staging import stages
+from dmlq.threads import available_cores
 from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
 
 U8, I8, F32, F16 = np.uint8, np.int8, np.float32, np.float16
@@ -142,6 +144,41 @@ def test_a_constant_b_is_owned_by_dml_and_bound_once(constant, rng) -> None:
     np.testing.assert_array_equal(execute(loaded, feeds)["y"], values["y"])  # run again: B stays bound
 
 
+def test_every_constant_operand_is_owned_by_dml_and_bound_once(rng) -> None:
+    """Initializers and values computed from them alone are bound at initialization; fed ones per run."""
+    x = rng.uniform(-4, 4, (2, 3, 5)).astype(F32)
+    scale, zero_point = np.float32([0.5, 0.25, 0.125]), U8([120, 128, 136])
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)
+    loaded = dx.load(model([node], {"x": x, "z": zero_point}, {"s": scale}, ["y"], 13))
+    feeds = {"x": x, "z": zero_point}
+    values = {}
+    execute(loaded, feeds, keep=values)
+    assert assert_steps_match_numpy_layer(loaded, values) == 1
+    (compiled,) = [found[1] for key, found in loaded.cache.items() if key[0] == "compiled"]
+    owned = {name: bool(t.flags & TensorFlags.OWNED_BY_DML) for name, t in compiled.desc.input_tensors()}
+    assert owned == {"input": False, "scale": True, "zero_point": False}
+    again = {}
+    execute(loaded, {"x": x, "z": zero_point + U8(1)}, keep=again)  # a fed operand is bound per run
+    assert assert_steps_match_numpy_layer(loaded, again) == 1
+    assert not np.array_equal(again["y"], values["y"])
+
+
+def test_other_nodes_run_at_the_thread_count_dmlq_has_when_it_changes(rng) -> None:
+    if available_cores() < 2:
+        pytest.skip("needs two cores to tell the thread counts apart")
+    a = rng.standard_normal((4, 4)).astype(F32)
+    loaded = dx.load(model([helper.make_node("Neg", ["a"], ["y"])], {"a": a}, {}, ["y"], 13))
+    previous = dmlq.get_num_threads()
+    try:
+        for threads in (1, 2):
+            dmlq.set_num_threads(threads)
+            np.testing.assert_array_equal(dx.run(loaded, {"a": a})["y"], -a)
+            newest = [found for key, found in loaded.cache.items() if key[0] == "session"][-1]
+            assert newest.get_session_options().intra_op_num_threads == threads
+    finally:
+        dmlq.set_num_threads(previous)
+
+
 def test_pair_saturation_is_what_int16_pair_sums_take_off(rng) -> None:
     a, b = byte_data(rng, U8, (2, 5, 7)), byte_data(rng, I8, (7, 3))
     products = a.astype(np.int64)[..., :, :, None] * b.astype(np.int64)[None, None, :, :]
@@ -263,6 +300,26 @@ def test_sum_of_other_than_two_inputs_is_other(count, rng) -> None:
     (verdict,) = dx.check(proto)
     assert verdict.operator is None and "two inputs only" in verdict.rule
     np.testing.assert_array_equal(dx.run(proto, {"a": a})["y"], ort_outputs(proto, {"a": a})[0])
+
+
+@pytest.mark.parametrize("op_type", ["QuantizeLinear", "DequantizeLinear"])
+def test_a_quantization_version_the_provider_does_not_register_is_an_other_node(op_type, rng) -> None:
+    """The provider registers (De)QuantizeLinear 10, 13, 19 and 21 (dmlq.onnx.mapping's sources): at
+    opset 23 the node is (De)QuantizeLinear-23, which onnxruntime gives its CPU provider."""
+    quantize = op_type == "QuantizeLinear"
+    data = rng.standard_normal((2, 3)).astype(F32) if quantize else byte_data(rng, U8, (2, 3))
+    node = helper.make_node(op_type, ["x", "s", "z"], ["y"])
+    proto = model([node], {"x": data}, {"s": np.float32(0.25), "z": U8(7)}, ["y"], 23)
+    (verdict,) = dx.check(proto)
+    assert verdict.operator is None
+    assert verdict.rule == f"the DirectML provider registers {op_type} 10, 13, 19, 21, not 23"
+    np.testing.assert_array_equal(dx.run(proto, {"x": data})["y"], ort_outputs(proto, {"x": data})[0])
+
+
+def test_a_qdq_add_of_unregistered_versions_is_no_quantized_add(rng) -> None:
+    proto, feeds = qdq_add_model(rng)
+    proto.opset_import[0].version = 23
+    assert [v.operator for v in dx.check(proto)] == [None, None, "ELEMENT_WISE_ADD", None]
 
 
 def test_add_whose_sum_is_a_graph_output_fuses_nothing(rng) -> None:

@@ -38,13 +38,25 @@ provider builds them. Every rule names the onnxruntime source it follows (paths 
 
 Every other node runs on onnxruntime's CPU provider: it is not a DirectML operator of dmlq.
 
-Opsets, from ``Operators/OperatorRegistration.cpp`` and ``OperatorUtility.cpp``: the stored
-version of the registration table read (ONNX opset 12 era) registers QuantizeLinear and
-DequantizeLinear from 10, Add from 7, Sum from 7 (and 8; DirectML graphs only with 2 inputs) and
-QLinearMatMul from 10; ``c_fusableOps`` confirms Add 13 and 14 and Sum 13. QuantizeLinear /
-DequantizeLinear 13, 19, 21 and QLinearMatMul 21 are ONNX's later versions of these operators,
-mapped the same way; that the provider registers them is [unconfirmed] (their rows are newer than
-the table read). dmlq maps a node whatever its opset within the model's imports.
+Opsets: the provider registers a kernel per ONNX schema version (``REGISTERED_SINCE``); a node of
+any other version (QuantizeLinear-23, say) gets no DirectML kernel, onnxruntime gives it to its CPU
+provider, and dmlq runs it as an other node saying so. The sources: the registration table
+``Operators/OperatorRegistration.cpp`` (the stored versions read are of the ONNX opset 12 era:
+QuantizeLinear and DequantizeLinear 10, QLinearMatMul 10, Add 7, Sum 7 and 8);
+``OperatorAuthorHelper/OperatorVersions.h``, whose ``OnnxOperatorSet<N>::sc_sinceVer_<op>``
+constants are the versions the table's rows name (the stored version, up to opset 17, has
+QuantizeLinear and DequantizeLinear 10 and 13, Add 13 and 14, QLinearMatMul 10, and
+``com.microsoft`` QLinearAdd 1); onnxruntime pull request 16939 ("[DML] Register DML operators for
+opset 19", merged, its (de)quantization kernels among the changes to ``DmlOperatorElementWise.cpp``;
+pull request 19026 lists QuantizeLinear19 and DequantizeLinear19 in that registration); pull request
+21592 ("[DML] Add int4 QDQ", merged: QuantizeLinear-21 and DequantizeLinear-21, whose 4-bit types
+the provider computes with DML_OPERATOR_QUANTIZE / DEQUANTIZE, supplying a zero point of 0 for
+unsigned types where the model has none); pull request 22804 ("register Identity and QLinearMatmul
+for opset21", merged: ``sc_sinceVer_QLinearMatMul = 21``). Sum-6 is what the table's ``Sum`` 7 row names.
+
+4-bit and blocked Q/DQ stay other nodes: the stored sources predate pull request 21592, so how the
+provider describes their scales, zero points and blocks for QUANTIZE / DEQUANTIZE cannot be read
+there, and dmlq maps nothing it cannot follow.
 """
 
 from __future__ import annotations
@@ -324,6 +336,13 @@ def _qlinear_matmul(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Descr
 # -- fused activations ---------------------------------------------------------------------------
 
 
+REGISTERED_SINCE = {  # the provider's kernels, by the ONNX schema version they implement (module docstring)
+    "QuantizeLinear": (10, 13, 19, 21),
+    "DequantizeLinear": (10, 13, 19, 21),
+    "QLinearMatMul": (10, 21),
+    "Add": (7, 13, 14),
+    "Sum": (6, 8, 13),
+}
 FUSING_SINCE = {"Add": (7, 13, 14), "Sum": (8, 13)}  # c_fusableOps, activation filter Relu/LeakyRelu
 FUSED_SINCE = {"Relu": (6, 13, 14), "LeakyRelu": (6, 16)}  # their rows in c_activationOps
 
@@ -331,6 +350,16 @@ FUSED_SINCE = {"Relu": (6, 13, 14), "LeakyRelu": (6, 16)}  # their rows in c_act
 def _since_version(node: onnx.NodeProto, opset: int) -> int:
     """The version of the node's operator schema the model's opset selects (what ORT matches on)."""
     return onnx.defs.get_schema(node.op_type, opset, node.domain or "").since_version
+
+
+def _unregistered(node: onnx.NodeProto, opset: int) -> str | None:
+    """Why the provider has no kernel for this version of the node's operator (onnxruntime then runs
+    the node on its CPU provider), or None when it has one."""
+    since = _since_version(node, opset)
+    if since in REGISTERED_SINCE[node.op_type]:
+        return None
+    versions = ", ".join(map(str, REGISTERED_SINCE[node.op_type]))
+    return f"the DirectML provider registers {node.op_type} {versions}, not {since}"
 
 
 def _fused_activation(node: onnx.NodeProto, opset: int) -> activations.Activation | None:
@@ -427,7 +456,7 @@ def _qdq_add(graph: _Graph, add: onnx.NodeProto) -> Step | None:
     if not (all(_is(dq, "DequantizeLinear") for dq in dequantized) and _is(quantize, "QuantizeLinear")):
         return None
     parts = [*dequantized, quantize]
-    if not all(_per_tensor_8bit(graph, part) for part in parts):
+    if not all(_per_tensor_8bit(graph, part) and _registered(graph, part) for part in parts):
         return None
     inputs = tuple(name for dq in dequantized for name in _inputs(dq, 3)) + _inputs(quantize, 3)[1:]
     covers = (*dequantized, add, quantize)
@@ -450,7 +479,7 @@ def _collapse(graph: _Graph, node: onnx.NodeProto) -> Step | None:
         return None
     if graph.only_consumer(dequantize.output[0]) is not node:
         return None
-    if not (_per_tensor_8bit(graph, dequantize) and _per_tensor_8bit(graph, quantize)):
+    if not all(_per_tensor_8bit(graph, part) and _registered(graph, part) for part in (dequantize, quantize)):
         return None
     same = all(
         np.array_equal(graph.constant(a), graph.constant(b))
@@ -497,8 +526,15 @@ def _other(node: onnx.NodeProto, reason: str, covers: tuple[onnx.NodeProto, ...]
     return Step((node,), covers or (node,), inputs, tuple(name for name in node.output if name), rule=reason)
 
 
+def _registered(graph: _Graph, node: onnx.NodeProto) -> bool:
+    return _unregistered(node, graph.opset) is None
+
+
 def _step(graph: _Graph, node: onnx.NodeProto) -> Step:
     if node.domain in DEFAULT_DOMAINS:
+        unregistered = node.op_type in REGISTERED_SINCE and _unregistered(node, graph.opset)
+        if unregistered:
+            return _other(node, unregistered)
         if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
             return _quantization_step(graph, node)
         if node.op_type == "QLinearMatMul":

@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 
 from ..device import CompiledOperator, Device
 from ..errors import DmlError
-from ..ops import QuantizedLinearMatrixMultiply
+from ..ops import OperatorDesc
 from ..threads import get_num_threads
 from ..types import FeatureLevel, TensorFlags
 from .checking import refuse_invalid
@@ -26,8 +26,6 @@ from .mapping import Described, Spec, Step
 from .staging import Stage, stages
 
 __all__ = ["execute", "run"]
-
-OWNED_B = {QuantizedLinearMatrixMultiply: 3}  # the operand a constant weight binds at initialization
 
 
 def run(
@@ -116,12 +114,12 @@ def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], 
         device.feature_level,
         tuple((a.dtype, a.shape) if a is not None else None for a in operands),
     )
-    found: tuple[Described, CompiledOperator, int | None] | None = model.cache.get(key)
+    found: tuple[Described, CompiledOperator, tuple[int, ...]] | None = model.cache.get(key)
     if found is None:
         found = model.cache[key] = _compiled(model, step, operands, values, device)
     described, compiled, owned = found
-    if owned is not None:
-        operands[owned] = None  # bound once by initialize
+    for index in owned:
+        operands[index] = None  # bound once by initialize
     out = np.empty(described.sizes, described.dtype)
     compiled.execute(operands, [out])
     return out.reshape(described.shape)
@@ -129,20 +127,30 @@ def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], 
 
 def _compiled(
     model: Model, step: Step, operands: list, values: Mapping[str, np.ndarray], device: Device
-) -> tuple[Described, CompiledOperator, int | None]:
-    """The step compiled for these operands; a constant B of the matrix multiply OWNED_BY_DML and
-    bound once (packed), as the provider binds constant weights at its operators' initialization."""
+) -> tuple[Described, CompiledOperator, tuple[int, ...]]:
+    """The step compiled for these operands, with the indices of those bound once: its constant
+    operands (initializers, and values computed from them alone) are OWNED_BY_DML, as the provider
+    flags the constant inputs of the graph it builds (``GraphDescBuilder.cpp``), and initialize binds
+    them (the matrix multiply packs a constant B then)."""
     described = step.describe(specs(step, values))
-    owned = OWNED_B.get(step.operator)
-    if owned is None or step.inputs[owned] not in _constants(model):
-        return described, device.compile_operator(described.desc), None
-    b = described.desc.b
-    desc = dataclasses.replace(
-        described.desc, b=dataclasses.replace(b, flags=b.flags | TensorFlags.OWNED_BY_DML)
-    )
+    constants = _constants(model)
+    owned = tuple(index for index, name in enumerate(step.inputs) if name in constants)
+    if not owned:
+        return described, device.compile_operator(described.desc), owned
+    desc = _owned_by_dml(described.desc, owned)
     compiled = device.compile_operator(desc)
-    compiled.initialize([operand if index == owned else None for index, operand in enumerate(operands)])
-    return Described(desc, described.sizes, described.shape, described.dtype), compiled, owned
+    compiled.initialize([operand if index in owned else None for index, operand in enumerate(operands)])
+    return dataclasses.replace(described, desc=desc), compiled, owned
+
+
+def _owned_by_dml(desc: OperatorDesc, indices: tuple[int, ...]) -> OperatorDesc:
+    """``desc`` with its input tensors at ``indices`` (in field order) flagged OWNED_BY_DML."""
+    fields = [name for name, _ in desc.input_tensors()]
+    flagged = {}
+    for index in indices:
+        tensor = getattr(desc, fields[index])
+        flagged[fields[index]] = dataclasses.replace(tensor, flags=tensor.flags | TensorFlags.OWNED_BY_DML)
+    return dataclasses.replace(desc, **flagged)
 
 
 def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -156,9 +164,10 @@ def _execute_other(model: Model, stage: Stage, values: Mapping[str, np.ndarray])
 
 
 def _session(model: Model, stage: Stage, feeds: Mapping[str, np.ndarray], frozen: Mapping[str, np.ndarray]):
-    """The stage's session; values computed once from initializers (dequantized weights) are its
-    initializers too, so that onnxruntime may pre-pack them as it does the model's own."""
-    key = ("session", id(stage), tuple((name, value.dtype) for name, value in feeds.items()))
+    """The stage's session at dmlq's thread count; values computed once from initializers (dequantized
+    weights) are its initializers too, so that onnxruntime may pre-pack them as it does the model's own."""
+    threads = get_num_threads()
+    key = ("session", id(stage), threads, tuple((name, value.dtype) for name, value in feeds.items()))
     session = model.cache.get(key)
     if session is None:
         nodes = [node for step in stage.steps for node in step.nodes]
