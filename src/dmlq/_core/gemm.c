@@ -267,6 +267,7 @@ typedef struct {
     ptrdiff_t direct_panels; /* B panels [0, direct_panels) are read from B itself (dot_row_major), not packed */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
+    int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
     packed_operands *packed; /* one per thread, or one shared */
     ptrdiff_t *counters;     /* work claimed so far: batches, or per batch and range its packing and tiles */
     ptrdiff_t counter_stride; /* ranges per batch and phase (the requested thread count) */
@@ -485,7 +486,7 @@ static void claim_own_range_first(const batch_work *w, ptrdiff_t *counters, int 
 
 static void run_batches_together(const gemm_context *c, int thread, int threads) {
     const dmlq_gemm_problem *p = c->p;
-    ptrdiff_t a_offset = -1, b_offset = -1;
+    ptrdiff_t a_offset = c->packed_ahead ? p->a_offsets[0] : -1, b_offset = c->packed_ahead ? p->b_offsets[0] : -1;
     for (ptrdiff_t batch = 0; batch < p->batches; batch++) {
         const int new_a = a_offset != p->a_offsets[batch];
         const int new_b = !p->packed_b && b_offset != p->b_offsets[batch];
@@ -651,6 +652,16 @@ static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kern
            groups <= GEMM_CHUNK_GROUPS;
 }
 
+/* Packing a few panels in the caller beats packing them on every thread between two barriers: a
+ * barrier waits for the slowest thread to be scheduled, which on a busy machine is a scheduler turn. */
+enum { PACK_AHEAD_BYTES = 256 * 1024 };
+
+static int packs_ahead(const gemm_context *c, int threads) {
+    const ptrdiff_t b_bytes = c->p->packed_b ? 0 : chunks_to_pack(c) * PACK_PANELS * c->b_panel_bytes;
+    return threads > 1 && !c->per_thread_batches && c->p->batches == 1 &&
+           c->m_panels * c->a_panel_bytes + b_bytes <= PACK_AHEAD_BYTES;
+}
+
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = p->packed_b ? p->packed_b->kernels : kernels_for_level()};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
@@ -679,6 +690,11 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
         lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
         fill_quantization(&c, doubles, floats, zeros);
         c.packed = packed;
+        c.packed_ahead = packs_ahead(&c, threads);
+        if (c.packed_ahead) {
+            pack_a_panels(&c, packed, 0, 0, c.m_panels);
+            pack_b_chunks(&c, packed, 0, 0, p->packed_b ? 0 : chunks_to_pack(&c));
+        }
         dmlq_parallel(run_task, &c, threads);
     }
     free(c.counters);

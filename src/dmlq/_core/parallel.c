@@ -5,6 +5,10 @@
  * runtimes spin for milliseconds). Only one task uses the pool at a time; a task started while it
  * is busy (another Python thread) runs on its caller's thread alone. A forked child starts a fresh
  * pool. Elsewhere: OpenMP when the compiler has it, else one thread.
+ *
+ * Every task claims its work in units (dmlq_claim), so the caller alone can do all of it: once the
+ * caller has finished, workers that have not joined yet (descheduled on a busy machine, or still
+ * waking) are turned away instead of waited for, and the call returns without a scheduler turn.
  */
 #include "common.h"
 
@@ -39,7 +43,8 @@ static struct {
     dmlq_task task;
     void *context;
     int threads;
-    int running;                 /* workers still inside the current task, atomically */
+    unsigned long long admission; /* the task's generation << 32 | CLOSED | workers admitted, atomically */
+    int finished_workers;         /* admitted workers done with the task, atomically */
     int barrier_count, barrier_sense;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
           PTHREAD_COND_INITIALIZER};
@@ -70,9 +75,24 @@ static int generation_changed(const void *seen) {
     return __atomic_load_n(&pool.generation, __ATOMIC_SEQ_CST) != *(const unsigned long *)seen;
 }
 
-static int workers_finished(const void *unused) {
-    (void)unused;
-    return __atomic_load_n(&pool.running, __ATOMIC_SEQ_CST) == 0;
+#define CLOSED (1ull << 31)
+#define ADMITTED_MASK (CLOSED - 1)
+
+static unsigned long long admission_of(unsigned long generation) {
+    return (unsigned long long)(uint32_t)generation << 32;
+}
+
+/* Whether a worker may join the task of `generation`: it is still the current one and open. */
+static int admitted(unsigned long generation) {
+    unsigned long long seen = __atomic_load_n(&pool.admission, __ATOMIC_SEQ_CST);
+    while ((seen & ~ADMITTED_MASK) == admission_of(generation))
+        if (__atomic_compare_exchange_n(&pool.admission, &seen, seen + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            return 1;
+    return 0;
+}
+
+static int workers_finished(const void *admitted_workers) {
+    return __atomic_load_n(&pool.finished_workers, __ATOMIC_SEQ_CST) == *(const int *)admitted_workers;
 }
 
 static void *worker(void *argument) {
@@ -81,9 +101,10 @@ static void *worker(void *argument) {
     for (;;) {
         wait_until(generation_changed, &seen, &pool.wake, &pool.sleeping_workers);
         seen = __atomic_load_n(&pool.generation, __ATOMIC_SEQ_CST);
+        if (!admitted(seen)) continue; /* the caller finished without this worker */
         if (index < pool.threads) pool.task(pool.context, index, pool.threads);
-        if (__atomic_sub_fetch(&pool.running, 1, __ATOMIC_SEQ_CST) == 0)
-            wake_all(&pool.finished, &pool.caller_sleeping);
+        __atomic_add_fetch(&pool.finished_workers, 1, __ATOMIC_SEQ_CST);
+        wake_all(&pool.finished, &pool.caller_sleeping);
     }
     return NULL;
 }
@@ -114,6 +135,7 @@ static void after_fork_in_child(void) {
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.finished, NULL);
     pool.workers = pool.sleeping_workers = pool.caller_sleeping = 0;
+    pool.admission = 0;
 }
 
 void dmlq_threads_init(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }
@@ -127,11 +149,13 @@ void dmlq_parallel(dmlq_task task, void *context, int threads) {
             pool.context = context;
             pool.threads = threads;
             pool.barrier_count = 0;
-            __atomic_store_n(&pool.running, workers, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&pool.finished_workers, 0, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&pool.admission, admission_of(pool.generation + 1), __ATOMIC_SEQ_CST);
             __atomic_add_fetch(&pool.generation, 1, __ATOMIC_SEQ_CST);
             wake_all(&pool.wake, &pool.sleeping_workers);
             task(context, 0, threads);
-            wait_until(workers_finished, NULL, &pool.finished, &pool.caller_sleeping);
+            const int admitted_workers = (int)(__atomic_fetch_or(&pool.admission, CLOSED, __ATOMIC_SEQ_CST) & ADMITTED_MASK);
+            wait_until(workers_finished, &admitted_workers, &pool.finished, &pool.caller_sleeping);
             pthread_mutex_unlock(&pool.busy);
             return;
         }
