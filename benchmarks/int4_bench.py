@@ -1,6 +1,7 @@
 """Blockwise 4-bit benchmark: a 4096 x 11008 int4 weight, blocks of 32 and 128 along its rows.
 
     python benchmarks/int4_bench.py [--runs N] [--rows R] [--cols C] [--threads 1,2] [--cases quantize]
+                                    [--level portable]
 
 Dequantization to float32 and float16 and float32 -> int4 quantization, each timed four ways:
 dmlq (a compiled DirectML-layer operator on packed buffers), onnxruntime's DequantizeLinear /
@@ -144,7 +145,10 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=11008)
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
     parser.add_argument("--cases", default="dequantize,quantize", help="dequantize, quantize or both")
+    parser.add_argument("--level", help="the compiled core's CPU level (default: the best this CPU has)")
     args = parser.parse_args()
+    if args.level:
+        dmlq._core.set_level(args.level)
     shape, rng = (args.rows, args.cols), np.random.default_rng(0)
     print(f"{shape[0]} x {shape[1]} int4, level {dmlq._core.get_level()}")
     print("| case | threads | dmlq ms | onnxruntime ms | NumPy ms | copy out ms | copy in ms | ort / dmlq "
