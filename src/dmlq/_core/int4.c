@@ -6,6 +6,10 @@
  * exact integer difference, one float32 product, one rounding to float16 for float16 outputs) and the
  * elements are looked up (AVX2: permutes for float32, byte shuffles for float16).
  *
+ * Quantization divides as the reference does (a true float32 division: on AVX2 the divider is not
+ * the bottleneck, a product checked against ties measured slower) and spends its work on rounding,
+ * saturating and packing nibbles, 32 elements per AVX2 step.
+ *
  * Threads take units of rows that start on a byte boundary (two rows when cols is odd), so no two
  * threads write one byte.
  */
@@ -241,22 +245,33 @@ static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values
         i = 1;
     }
     uint8_t *bytes = packed + ((first + i) >> 1);
-    for (; i + 2 <= count; i += 2) *bytes++ = (uint8_t)((values[i] & 0xF) | ((values[i + 1] & 0xF) << 4));
+    const int8_t *pairs = values + i;
+    const ptrdiff_t whole = (count - i) / 2;
+    for (ptrdiff_t k = 0; k < whole; k++) bytes[k] = (uint8_t)((pairs[2 * k] & 0xF) | ((uint8_t)pairs[2 * k + 1] << 4));
+    i += 2 * whole;
     if (i < count) write_nibble(packed, first + i, values[i]);
 }
 
-/* Halves to even in the current rounding mode (nearest even unless the caller changed it, as for the
- * reference's rint), for |v| < 2**22: adding 1.5 * 2**23 leaves no fraction bits, so the sum rounds as
- * the FPU rounds. Unlike nearbyintf, this vectorises without SSE4.1. Beyond 2**22 the result keeps v's
- * sign and a magnitude of at least 2**22 - 1, past every saturation; NaN and the infinities pass. */
-static float rounded_to_even(float v) { return (v + 0x1.8p23f) - 0x1.8p23f; }
+/* The low byte of round(c), halves to even in the current rounding mode (nearest even unless the
+ * caller changed it, as for the reference's rint), for |c| < 2**22: c + 1.5 * 2**23 keeps no fraction
+ * bits, so the sum rounds as the FPU rounds and holds round(c) in its low mantissa bits. Unlike
+ * nearbyintf and float-to-int8 conversions, this vectorises well without SSE4.1. */
+static uint8_t rounded_low_byte(float c) {
+    const float shifted = c + 0x1.8p23f;
+    uint32_t bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    return (uint8_t)bits;
+}
 
 /* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
- * float32 quotient or product by the float32 reciprocal, halves to even, a float32 sum, NaN to 0), in
- * tiles whose loops the compiler vectorises. */
+ * float32 quotient or product by the float32 reciprocal, halves to even, NaN to 0), saturated before
+ * rounding as the AVX2 route explains (clamp to [lo - z, hi - z], round, add z), in tiles whose loops
+ * the compiler vectorises. */
 static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale,
                                    float zero, int reciprocal) {
-    const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f, factor = 1.0f / scale;
+    const float low = (p->is_signed ? -8.0f : 0.0f) - zero, high = (p->is_signed ? 7.0f : 15.0f) - zero;
+    const float factor = 1.0f / scale;
+    const uint8_t zero_byte = (uint8_t)(int)zero;
     float x[TILE];
     int8_t values[TILE];
     for (ptrdiff_t done = 0; done < count; done += TILE) {
@@ -266,11 +281,15 @@ static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, 
         else
             memcpy(x, (const float *)p->floats + start, (size_t)n * sizeof(float));
         if (reciprocal)
-            for (ptrdiff_t i = 0; i < n; i++) x[i] = rounded_to_even(x[i] * factor) + zero;
+            for (ptrdiff_t i = 0; i < n; i++) x[i] *= factor;
         else
-            for (ptrdiff_t i = 0; i < n; i++) x[i] = rounded_to_even(x[i] / scale) + zero;
-        for (ptrdiff_t i = 0; i < n; i++)
-            values[i] = (int8_t)(x[i] != x[i] ? 0.0f : x[i] < lo ? lo : x[i] > hi ? hi : x[i]);
+            for (ptrdiff_t i = 0; i < n; i++) x[i] /= scale;
+        for (ptrdiff_t i = 0; i < n; i++) {
+            const float above = x[i] < low ? low : x[i]; /* NaN kept, one select per statement */
+            const float clamped = above > high ? high : above;
+            const float rounded_to_zero = clamped != clamped ? -zero : clamped; /* NaN: 0 once z is added */
+            values[i] = (int8_t)(uint8_t)(rounded_low_byte(rounded_to_zero) + zero_byte);
+        }
         store_nibbles(p->packed_out, start, values, n);
     }
 }
