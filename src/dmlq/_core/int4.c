@@ -287,8 +287,8 @@ static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, 
         for (ptrdiff_t i = 0; i < n; i++) {
             const float above = x[i] < low ? low : x[i]; /* NaN kept, one select per statement */
             const float clamped = above > high ? high : above;
-            const float rounded_to_zero = clamped != clamped ? -zero : clamped; /* NaN: 0 once z is added */
-            values[i] = (int8_t)(uint8_t)(rounded_low_byte(rounded_to_zero) + zero_byte);
+            const float saturated = clamped != clamped ? -zero : clamped; /* NaN: 0 once z is added */
+            values[i] = (int8_t)(uint8_t)(rounded_low_byte(saturated) + zero_byte);
         }
         store_nibbles(p->packed_out, start, values, n);
     }
