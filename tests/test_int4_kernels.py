@@ -165,3 +165,56 @@ def test_quantize_matches_on_adversarial_inputs(
     np.testing.assert_array_equal(unpack_int4(packed, x.shape, dtype).astype(int), expected.astype(int))
     if x.size % 2:
         assert packed[-1] >> 4 == 0x5  # the last byte's free nibble kept
+
+
+# Block sizes around the compiled steps of 32 and 16 elements: 1, 2, 3 (portable only), 16, 32, 128,
+# 37 (a 32-element step and a 5-element end), 48 (a 32-element step and a 16-element step). Three
+# blocks per row: odd sizes make every other row start mid-byte and the last byte hold one nibble.
+TIE_BLOCK_SIZES = [1, 2, 3, 16, 32, 37, 48, 128]
+TIE_SCALES = [1.0, 0.5, 0.25, 2.0, 3.0, 0.1]  # exact ties for powers of two, near ties otherwise
+SPECIALS = [np.nan, np.inf, -np.inf, -np.nan, 1e30, -1e30, 4194304.5, -4194304.5, 8388607.5, -12582912.0]
+
+
+def tie_operands(block: int, dtype, float_type):
+    """Halfway inputs (k + 1/2) * scale at every position of every vector, NaN, the infinities and
+    magnitudes past 2**22 scattered and at the end of every block."""
+    info = ml_dtypes.iinfo(dtype)
+    rows, cols = 5, 3 * block
+    blocks = (rows, 3)
+    scale = np.resize(np.array(TIE_SCALES, np.float32), blocks)
+    zero_point = np.resize(np.arange(info.min, info.max + 1), blocks).astype(dtype)
+    halves = np.resize(np.arange(-26, 26) + 0.5, rows * cols).reshape(rows, 3, block)
+    x = (halves * scale[:, :, None]).reshape(-1)
+    x[(np.arange(x.size) * 7) % 11 == 0] = np.resize(SPECIALS, x[(np.arange(x.size) * 7) % 11 == 0].size)
+    x.reshape(rows, 3, block)[:, :, -1] = np.resize(SPECIALS, blocks)
+    return x.reshape(rows, cols).astype(float_type), scale.astype(float_type), zero_point
+
+
+@pytest.mark.parametrize(
+    ("block", "dtype", "float_type", "with_zero_point", "reciprocal"),
+    itertools.product(TIE_BLOCK_SIZES, (INT4, UINT4), (np.float32, np.float16), (False, True), (False, True)),
+)
+def test_quantize_matches_on_ties_and_specials_at_every_position(
+    level, block, dtype, float_type, with_zero_point, reciprocal
+) -> None:
+    x, scale, zero_point = tie_operands(block, dtype, float_type)
+    zero_point = zero_point if with_zero_point else None
+    packed = np.full((x.size + 1) // 2 + 4, 0xA5, np.uint8)
+    assert kernels.quantize_packed(x, scale, zero_point, packed[:-4], dtype, reciprocal)
+    expected = reference.quantize(x, scale, zero_point, dtype, reciprocal_division=reciprocal)
+    np.testing.assert_array_equal(unpack_int4(packed, x.shape, dtype).astype(int), expected.astype(int))
+    assert packed[-4:].tolist() == [0xA5] * 4
+    if x.size % 2:
+        assert packed[x.size // 2] >> 4 == 0xA  # the last byte's free nibble kept
+
+
+@pytest.mark.parametrize("zero", [-128, -100, -17, 17, 100, 127])
+def test_quantize_takes_any_int8_zero_point(level, zero) -> None:
+    """Zero points beyond the 4-bit range (the compiled core accepts any int8) still saturate as the
+    reference does, not as NaN: the AVX2 route's byte arithmetic covers |zero point| <= 16 only."""
+    x = np.float32([np.nan, -1e3, -20.5, -3.5, 0.0, 2.5, 20.5, 1e3] * 8).reshape(2, 32)
+    scale, zero_point = np.float32([[1.0], [0.5]]), np.full((2, 1), zero, np.int8)
+    packed = np.zeros(32, np.uint8)
+    _core.quantize_int4(x, scale, zero_point, packed, True, False)
+    expected = reference.quantize(x, scale, zero_point, INT4)
+    np.testing.assert_array_equal(unpack_int4(packed, x.shape, INT4).astype(int), expected.astype(int))

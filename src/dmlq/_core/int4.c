@@ -6,6 +6,10 @@
  * exact integer difference, one float32 product, one rounding to float16 for float16 outputs) and the
  * elements are looked up (AVX2: permutes for float32, byte shuffles for float16).
  *
+ * Quantization divides as the reference does (a true float32 division: on AVX2 the divider is not
+ * the bottleneck, a product checked against ties measured slower) and spends its work on rounding,
+ * saturating and packing nibbles, 32 elements per AVX2 step.
+ *
  * Threads take units of rows that start on a byte boundary (two rows when cols is odd), so no two
  * threads write one byte.
  */
@@ -227,14 +231,6 @@ void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
 
 enum { TILE = 256 };
 
-/* Round half to even in the default rounding mode, without raising inexact (vectorisable). */
-#if defined(_MSC_VER) && !defined(__clang__)
-#include <math.h>
-#define RNE(x) nearbyintf(x)
-#else
-#define RNE(x) __builtin_nearbyintf(x)
-#endif
-
 static void write_nibble(uint8_t *packed, ptrdiff_t index, int value) {
     const int shift = (int)(index & 1) * 4;
     uint8_t *byte = packed + (index >> 1);
@@ -249,125 +245,167 @@ static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values
         i = 1;
     }
     uint8_t *bytes = packed + ((first + i) >> 1);
-    for (; i + 2 <= count; i += 2) *bytes++ = (uint8_t)((values[i] & 0xF) | ((values[i + 1] & 0xF) << 4));
+    const int8_t *pairs = values + i;
+    const ptrdiff_t whole = (count - i) / 2;
+    for (ptrdiff_t k = 0; k < whole; k++) bytes[k] = (uint8_t)((pairs[2 * k] & 0xF) | ((uint8_t)pairs[2 * k + 1] << 4));
+    i += 2 * whole;
     if (i < count) write_nibble(packed, first + i, values[i]);
 }
 
-/* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
- * float32 quotient or product by the float32 reciprocal, halves to even, a float32 sum, NaN to 0), in
- * loops the compiler vectorises at each target. */
-#define QUANTIZE_SPAN(NAME)                                                                              \
-    static void NAME(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero, \
-                     int reciprocal) {                                                                   \
-        const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f;                  \
-        const float factor = 1.0f / scale;                                                               \
-        float x[TILE];                                                                                   \
-        int8_t values[TILE];                                                                             \
-        for (ptrdiff_t done = 0; done < count; done += TILE) {                                           \
-            const ptrdiff_t n = count - done < TILE ? count - done : TILE, start = first + done;         \
-            if (p->float_type == DMLQ_F16)                                                               \
-                for (ptrdiff_t i = 0; i < n; i++) x[i] = dmlq_half_to_float(((const uint16_t *)p->floats)[start + i]); \
-            else                                                                                         \
-                memcpy(x, (const float *)p->floats + start, (size_t)n * sizeof(float));                  \
-            if (reciprocal)                                                                              \
-                for (ptrdiff_t i = 0; i < n; i++) x[i] = RNE(x[i] * factor) + zero;     \
-            else                                                                                         \
-                for (ptrdiff_t i = 0; i < n; i++) x[i] = RNE(x[i] / scale) + zero;      \
-            for (ptrdiff_t i = 0; i < n; i++) {                                                          \
-                const float r = x[i] != x[i] ? 0.0f : x[i] < lo ? lo : x[i] > hi ? hi : x[i];            \
-                values[i] = (int8_t)r;                                                                   \
-            }                                                                                            \
-            store_nibbles(p->packed_out, start, values, n);                                              \
-        }                                                                                                \
-    }
+/* The low byte of round(c), halves to even in the current rounding mode (nearest even unless the
+ * caller changed it, as for the reference's rint), for |c| < 2**22: c + 1.5 * 2**23 keeps no fraction
+ * bits, so the sum rounds as the FPU rounds and holds round(c) in its low mantissa bits. Unlike
+ * nearbyintf and float-to-int8 conversions, this vectorises well without SSE4.1. */
+static uint8_t rounded_low_byte(float c) {
+    const float shifted = c + 0x1.8p23f;
+    uint32_t bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    return (uint8_t)bits;
+}
 
-QUANTIZE_SPAN(quantize_span_portable)
+/* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
+ * float32 quotient or product by the float32 reciprocal, halves to even, NaN to 0), saturated before
+ * rounding as the AVX2 route explains (clamp to [lo - z, hi - z], round, add z), in tiles whose loops
+ * the compiler vectorises. */
+static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale,
+                                   float zero, int reciprocal) {
+    const float low = (p->is_signed ? -8.0f : 0.0f) - zero, high = (p->is_signed ? 7.0f : 15.0f) - zero;
+    const float factor = 1.0f / scale;
+    const uint8_t zero_byte = (uint8_t)(int)zero;
+    float x[TILE];
+    int8_t values[TILE];
+    for (ptrdiff_t done = 0; done < count; done += TILE) {
+        const ptrdiff_t n = count - done < TILE ? count - done : TILE, start = first + done;
+        if (p->float_type == DMLQ_F16)
+            for (ptrdiff_t i = 0; i < n; i++) x[i] = dmlq_half_to_float(((const uint16_t *)p->floats)[start + i]);
+        else
+            memcpy(x, (const float *)p->floats + start, (size_t)n * sizeof(float));
+        if (reciprocal)
+            for (ptrdiff_t i = 0; i < n; i++) x[i] *= factor;
+        else
+            for (ptrdiff_t i = 0; i < n; i++) x[i] /= scale;
+        for (ptrdiff_t i = 0; i < n; i++) {
+            const float above = x[i] < low ? low : x[i]; /* NaN kept, one select per statement */
+            const float clamped = above > high ? high : above;
+            const float saturated = clamped != clamped ? -zero : clamped; /* NaN: 0 once z is added */
+            values[i] = (int8_t)(uint8_t)(rounded_low_byte(saturated) + zero_byte);
+        }
+        store_nibbles(p->packed_out, start, values, n);
+    }
+}
+
+typedef void (*quantize_span_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, float, float, int);
+
+/* Rows first_row..end_row, block by block through span: a constant where the per-level row functions
+ * inline this, so the blocks' calls are direct (or inlined). */
+static inline void quantize_rows_by(quantize_span_fn span, const dmlq_int4_problem *p, ptrdiff_t first_row,
+                                    ptrdiff_t end_row, int reciprocal) {
+    for (ptrdiff_t row = first_row; row < end_row; row++) {
+        const ptrdiff_t block_row = row / p->block_rows;
+        for (ptrdiff_t col = 0, block_col = 0; col < p->cols; col += p->block_cols, block_col++)
+            span(p, row * p->cols + col, p->block_cols, block_scale(p, block_row, block_col),
+                 (float)block_zero_point(p, block_row, block_col), reciprocal);
+    }
+}
+
+static void quantize_rows_portable(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int reciprocal) {
+    quantize_rows_by(quantize_span_portable, p, first_row, end_row, reciprocal);
+}
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 
-/* Sixteen float values, already integers in [-8, 15] or NaN, as the eight bytes of their nibbles: the
- * int16 pack keeps element order after a lane permute, each int32 pair (element 2k low, 2k+1 high)
- * folds its high nibble beside its low one, and a shuffle gathers the low byte of each. A NaN converts
- * to INT32_MIN, which saturates to -32768 and leaves the nibble 0, the reference's NaN result. */
-static uint64_t sixteen_nibbles_of(__m256 first8, __m256 next8) {
-    const __m256i in_order = _mm256_permute4x64_epi64(
-        _mm256_packs_epi32(_mm256_cvtps_epi32(first8), _mm256_cvtps_epi32(next8)), _MM_SHUFFLE(3, 1, 2, 0));
-    const __m256i nibbles = _mm256_and_si256(in_order, _mm256_set1_epi16(0xF));
-    const __m256i pairs = _mm256_or_si256(nibbles, _mm256_srli_epi32(nibbles, 12));
-    const __m256i gathered = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                                         -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
-                                                                         -1, -1, -1, -1, -1, -1, -1, -1));
-    const uint64_t low = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(gathered));
-    const uint64_t high = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(gathered, 1));
-    return low | high << 32;
-}
+/* The AVX2 route saturates before rounding: for integer bounds, clamp(round(q) + z, lo, hi) equals
+ * clamp(q, lo - z, hi - z) rounded, plus z (rounding is monotonic and keeps integers), so the quotients
+ * are clamped to [lo - z, hi - z] in float32 (NaN kept: max and min return their second operand when
+ * one is NaN), rounded by the int32 conversion (in the current rounding mode, as the reference's rint),
+ * and z is added to the bytes. A NaN converts to INT32_MIN and saturates to the byte -128, which no
+ * clamped quotient reaches while |z| <= 16 (4-bit zero points lie in [-8, 15]): those bytes become 0. */
+enum { LARGEST_BYTE_ZERO_POINT = 16 };
 
 typedef struct {
-    __m256 lo, hi, divisor, factor, zero;
-    int reciprocal;
+    __m256 low, high, divisor, factor; /* low = lo - z, high = hi - z */
+    __m256i zero;                      /* z in every byte */
 } quantize_constants;
 
-/* Eight elements' clamp(round(x / scale) + zero_point, lo, hi), NaN kept (max and min return their
- * second operand when one is NaN) for sixteen_nibbles_of to turn into 0. */
-static __m256 quantize_eight(__m256 x, const quantize_constants *k) {
-    const __m256 quotient = k->reciprocal ? _mm256_mul_ps(x, k->factor) : _mm256_div_ps(x, k->divisor);
-    const __m256 rounded = _mm256_round_ps(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 value = _mm256_add_ps(rounded, k->zero);
-    return _mm256_min_ps(k->hi, _mm256_max_ps(k->lo, value));
+/* Eight elements' quotients (or products by the reciprocal), clamped to [lo - z, hi - z], NaN kept. */
+static inline __m256 clamped_quotients_eight(const dmlq_int4_problem *p, ptrdiff_t element,
+                                             const quantize_constants *k, const int reciprocal) {
+    const __m256 x = p->float_type == DMLQ_F16
+                         ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p->floats + element)))
+                         : _mm256_loadu_ps((const float *)p->floats + element);
+    const __m256 q = reciprocal ? _mm256_mul_ps(x, k->factor) : _mm256_div_ps(x, k->divisor);
+    return _mm256_min_ps(k->high, _mm256_max_ps(k->low, q));
 }
 
-static __m256 load_eight(const dmlq_int4_problem *p, ptrdiff_t element) {
-    return p->float_type == DMLQ_F16
-               ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p->floats + element)))
-               : _mm256_loadu_ps((const float *)p->floats + element);
+/* Thirty-two clamped quotients (v[0..3], eight each) as the sixteen bytes of their nibbles. The
+ * saturating packs leave each lane four runs of four consecutive elements, so every pair (element 2k
+ * low, 2k + 1 high) stays side by side for one multiply-add (low + 16 * high); a byte shuffle restores
+ * the pairs' order. Bytes 0-7 depend on v[0] and v[1] only. */
+static __m128i thirty_two_nibbles_of(const __m256 v[4], __m256i zero) {
+    const __m256i words01 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[0]), _mm256_cvtps_epi32(v[1]));
+    const __m256i words23 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[2]), _mm256_cvtps_epi32(v[3]));
+    const __m256i rounded = _mm256_packs_epi16(words01, words23);
+    const __m256i nan = _mm256_cmpeq_epi8(rounded, _mm256_set1_epi8(-128));
+    const __m256i values = _mm256_andnot_si256(nan, _mm256_add_epi8(rounded, zero));
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_and_si256(values, _mm256_set1_epi8(0x0F)),
+                                               _mm256_set1_epi16(0x1001));
+    const __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+    return _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
 }
 
-static void quantize_span_avx2(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale, float zero,
-                               int reciprocal) {
+/* Elements first (even) .. first + count: 32 per step, then 16; returns how many were done. */
+static inline ptrdiff_t quantize_whole_bytes(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count,
+                                             const quantize_constants *k, const int reciprocal) {
+    uint8_t *bytes = p->packed_out + (first >> 1);
     ptrdiff_t done = 0;
-    if (first & 1) { /* start on a byte */
-        quantize_span_portable(p, first, 1, scale, zero, reciprocal);
-        done = 1;
+    for (; done + 32 <= count; done += 32, bytes += 16) {
+        const ptrdiff_t e = first + done;
+        const __m256 v[4] = {
+            clamped_quotients_eight(p, e, k, reciprocal), clamped_quotients_eight(p, e + 8, k, reciprocal),
+            clamped_quotients_eight(p, e + 16, k, reciprocal), clamped_quotients_eight(p, e + 24, k, reciprocal)};
+        _mm_storeu_si128((__m128i *)bytes, thirty_two_nibbles_of(v, k->zero));
     }
-    const quantize_constants k = {_mm256_set1_ps(p->is_signed ? -8.0f : 0.0f),
-                                  _mm256_set1_ps(p->is_signed ? 7.0f : 15.0f),
-                                  _mm256_set1_ps(scale),
-                                  _mm256_set1_ps(1.0f / scale),
-                                  _mm256_set1_ps(zero),
-                                  reciprocal};
-    uint8_t *bytes = p->packed_out + ((first + done) >> 1);
-    for (; done + 16 <= count; done += 16, bytes += 8) {
-        const ptrdiff_t element = first + done;
-        const uint64_t packed = sixteen_nibbles_of(quantize_eight(load_eight(p, element), &k),
-                                                   quantize_eight(load_eight(p, element + 8), &k));
-        memcpy(bytes, &packed, 8);
+    if (done + 16 <= count) {
+        const ptrdiff_t e = first + done;
+        const __m256 low = clamped_quotients_eight(p, e, k, reciprocal);
+        const __m256 high = clamped_quotients_eight(p, e + 8, k, reciprocal);
+        const __m256 v[4] = {low, high, low, high};
+        _mm_storel_epi64((__m128i *)bytes, thirty_two_nibbles_of(v, k->zero));
+        done += 16;
+    }
+    return done;
+}
+
+static inline void quantize_span_avx2(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale,
+                                      float zero, int reciprocal) {
+    ptrdiff_t done = first & 1; /* an element sharing its byte with the one before */
+    if (done) quantize_span_portable(p, first, 1, scale, zero, reciprocal);
+    if (zero >= -LARGEST_BYTE_ZERO_POINT && zero <= LARGEST_BYTE_ZERO_POINT) {
+        const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f;
+        const quantize_constants k = {_mm256_set1_ps(lo - zero), _mm256_set1_ps(hi - zero), _mm256_set1_ps(scale),
+                                      _mm256_set1_ps(1.0f / scale), _mm256_set1_epi8((char)zero)};
+        done += reciprocal ? quantize_whole_bytes(p, first + done, count - done, &k, 1)
+                           : quantize_whole_bytes(p, first + done, count - done, &k, 0);
     }
     if (done < count) quantize_span_portable(p, first + done, count - done, scale, zero, reciprocal);
+}
+
+static void quantize_rows_avx2(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int reciprocal) {
+    quantize_rows_by(quantize_span_avx2, p, first_row, end_row, reciprocal);
 }
 
 DMLQ_END_TARGET
 #endif
 
-typedef void (*quantize_span_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, float, float, int);
+typedef void (*quantize_rows_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, int);
 
 typedef struct {
     const dmlq_int4_problem *p;
     ptrdiff_t rows_per_unit, units, next;
     int reciprocal;
-    quantize_span_fn span;
+    quantize_rows_fn rows;
 } quantize_context;
-
-static void quantize_rows(const quantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
-    const dmlq_int4_problem *p = c->p;
-    for (ptrdiff_t row = first_row; row < end_row; row++) {
-        for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
-            const ptrdiff_t block_row = row / p->block_rows, block_col = col / p->block_cols;
-            c->span(p, row * p->cols + col, p->block_cols, block_scale(p, block_row, block_col),
-                    (float)block_zero_point(p, block_row, block_col), c->reciprocal);
-        }
-    }
-}
 
 static void quantize_units(void *context, int thread, int threads) {
     quantize_context *c = context;
@@ -375,14 +413,14 @@ static void quantize_units(void *context, int thread, int threads) {
     (void)threads;
     for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
         const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
-        quantize_rows(c, first, end < c->p->rows ? end : c->p->rows);
+        c->rows(c->p, first, end < c->p->rows ? end : c->p->rows, c->reciprocal);
     }
 }
 
 void dmlq_quantize_int4(const dmlq_int4_problem *p, int reciprocal, int threads) {
-    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal, quantize_span_portable};
+    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal, quantize_rows_portable};
 #if DMLQ_X86
-    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.span = quantize_span_avx2;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.rows = quantize_rows_avx2;
 #endif
     c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
     dmlq_parallel(quantize_units, &c, c.units > 1 ? threads : 1);
