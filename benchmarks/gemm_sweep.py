@@ -17,14 +17,13 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import bench  # the harness's command-line helpers; it puts dmlq_bench on the path
 import numpy as np
 from dmlq_bench import data, report, sweep
 from dmlq_bench.timing import Case, Plan
 
-import dmlq
 from dmlq import _core
 
 PLANS = {
@@ -44,7 +43,7 @@ NOTES = [
 ]
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"gemm_sweep.py: {message}", file=sys.stderr)
     sys.exit(2)
 
@@ -75,8 +74,10 @@ def _numbers(text: str, option: str) -> list[int]:
 def _shapes(text: str) -> list[tuple[int, int]]:
     shapes = []
     for item in text.split(","):
-        k, _, n = item.partition("x")
-        shapes.append(tuple(_numbers(f"{k},{n}", f"--shapes {item}")))
+        k, cross, n = item.partition("x")
+        if not (cross and k.isdigit() and n.isdigit()):
+            fail(f"--shapes: expected KxN, like 4096x11008, got {item!r}")
+        shapes.append(tuple(_numbers(f"{k},{n}", "--shapes")))
     return shapes
 
 
@@ -163,7 +164,6 @@ def meta(args: argparse.Namespace, plan: Plan, peers: Peers) -> dict:
         "detected_level": _core.detected_level(),
         "versions": bench.versions(peers[sweep.ORT][0], peers[sweep.TORCH][0]),
         "cpu": bench.cpu_info(),
-        "dmlq": {"file": dmlq.__file__},
         "notes": list(NOTES),
     }
 
