@@ -352,8 +352,11 @@ def chart(path: Path, result: dict[str, Any]) -> None:
                 panel.plot(ms, rates, marker="o", markersize=3, label=name,
                            linestyle="-" if name.startswith("dmlq") else "--")  # fmt: skip
             top = result["meta"]["levels"][0]
-            limits = [e["levels"][top]["limit"]["gops"] for e in entries]
-            panel.plot(ms, limits, color="black", linewidth=0.8, linestyle=":", label=f"limit [{top}]")
+            for kind, style in (("bandwidth", ":"), ("peak", "-.")):
+                bounds = [e["levels"][top]["limit"] for e in entries]
+                points = [(e["m"], b["gops"]) for e, b in zip(entries, bounds) if b["kind"] == kind]
+                panel.plot([m for m, _ in points], [gops for _, gops in points], color="black", linewidth=0.8,
+                           linestyle=style, label=f"{kind} limit [{top}]")  # fmt: skip
             panel.set_xscale("log")
             panel.set_yscale("log")
             panel.set_title(f"{dtype} per-{scales}, K={k} N={n}", fontsize="medium")
