@@ -27,7 +27,7 @@ PER_ROW_SKIPS = {
 
 
 def add_peer(contenders: list[Contender], skipped: dict[str, str], name: str, module: ModuleType | None,
-          route: str, problem: object) -> None:  # fmt: skip
+             route: str, problem: object) -> None:  # fmt: skip
     """Add the contenders of ``module.route(problem)``, or record why that route is missing."""
     if module is None:  # the caller records the import error
         return
