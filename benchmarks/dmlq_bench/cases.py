@@ -26,8 +26,8 @@ PER_ROW_SKIPS = {
 }
 
 
-def _peer(contenders: list[Contender], skipped: dict[str, str], name: str, module: ModuleType | None,
-          route: str, problem: object) -> None:  # fmt: skip
+def add_peer(contenders: list[Contender], skipped: dict[str, str], name: str, module: ModuleType | None,
+             route: str, problem: object) -> None:  # fmt: skip
     """Add the contenders of ``module.route(problem)``, or record why that route is missing."""
     if module is None:  # the caller records the import error
         return
@@ -50,8 +50,8 @@ def elementwise_cases(sizes: Sizes, rng: np.random.Generator, onnx_routes: Modul
         problem = getattr(data, op)(sizes.elements, rng)
         contenders = getattr(dmlq_routes, op)(problem) + getattr(numpy_routes, op)(problem)
         skipped: dict[str, str] = {}
-        _peer(contenders, skipped, "onnxruntime", onnx_routes, op, problem)
-        _peer(contenders, skipped, "torch", torch_routes, op, problem)
+        add_peer(contenders, skipped, "onnxruntime", onnx_routes, op, problem)
+        add_peer(contenders, skipped, "torch", torch_routes, op, problem)
         cases.append(Case(op, f"{TITLES[op]}, {_count(sizes.elements)} elements",
                           "GB/s", BYTES_PER_ELEMENT[op] * sizes.elements, contenders, skipped))  # fmt: skip
     return cases
@@ -63,8 +63,8 @@ def call_case(sizes: Sizes, rng: np.random.Generator, onnx_routes: ModuleType | 
     problem = data.quantize(sizes.call, rng)
     contenders = dmlq_routes.quantize(problem) + [numpy_routes.quantize_formula(problem)]
     skipped: dict[str, str] = {}
-    _peer(contenders, skipped, "onnxruntime", onnx_routes, "quantize", problem)
-    _peer(contenders, skipped, "torch", torch_routes, "quantize", problem)
+    add_peer(contenders, skipped, "onnxruntime", onnx_routes, "quantize", problem)
+    add_peer(contenders, skipped, "torch", torch_routes, "quantize", problem)
     return Case("quantize_call", f"quantize f32->u8, {sizes.call} elements per call",
                 "us/call", 0.0, contenders, skipped)  # fmt: skip
 
@@ -73,8 +73,8 @@ def _matmul_case(key: str, title: str, problem: data.MatMul, onnx_routes: Module
                  torch_routes: ModuleType | None, blas_threads: bool) -> Case:  # fmt: skip
     contenders = [dmlq_routes.matmul(problem)]
     skipped: dict[str, str] = {}
-    _peer(contenders, skipped, "onnxruntime", onnx_routes, "matmul", problem)
-    _peer(contenders, skipped, "torch", torch_routes, "matmul", problem)
+    add_peer(contenders, skipped, "onnxruntime", onnx_routes, "matmul", problem)
+    add_peer(contenders, skipped, "torch", torch_routes, "matmul", problem)
     if torch_routes is not None:
         skipped["torch._int_mm"] = torch_routes.INT_MM_SKIP
     if blas_threads:

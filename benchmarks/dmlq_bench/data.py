@@ -107,18 +107,23 @@ def add_relu(n: int, rng: np.random.Generator) -> FloatAdd:
     return FloatAdd(a, b)
 
 
-def matmul(a_shape: tuple[int, ...], b_shape: tuple[int, ...], b_dtype: type,
-           rng: np.random.Generator, per_row_output: bool = False) -> MatMul:  # fmt: skip
+def matmul(a_shape: tuple[int, ...], b_shape: tuple[int, ...], b_dtype: type, rng: np.random.Generator,
+           per_row_output: bool = False, per_column_b: bool = False) -> MatMul:  # fmt: skip
     """Uniform 8-bit data; the output scale spreads the results over the u8 range.
 
     The centred operands have a standard deviation near 74, so the accumulator's is about
     74²·√K; an output scale of that over 40 (times the input scales) keeps most of it in range.
+    ``per_column_b``: B's scale and zero point have one value per column (scales around 0.01).
     """
     a = rng.integers(0, 256, a_shape, np.uint8)
     info = np.iinfo(b_dtype)
     b = rng.integers(info.min, info.max + 1, b_shape, b_dtype)
     b_zero_point = np.array(128 if b_dtype == np.uint8 else 0, b_dtype)
     a_scale, b_scale = f32(0.02), f32(0.01)
+    if per_column_b:
+        columns = b_shape[-1]
+        b_scale = np.linspace(0.005, 0.015, columns, dtype=np.float32)
+        b_zero_point = np.full(columns, b_zero_point, b_dtype)
     k = a_shape[-1]
     output_scale = f32(0.02 * 0.01 * 74.0**2 * np.sqrt(k) / 40)
     if per_row_output:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import dmlq
-from dmlq import DataType, Device, TensorDesc, ops
+from dmlq import DataType, Device, TensorDesc, _core, ops
 
 from . import data
 from .timing import Contender, fixed
@@ -85,3 +85,29 @@ def matmul(p: data.MatMul, name: str = "dmlq") -> Contender:
     args = (p.a, p.a_scale, p.a_zero_point, p.b, p.b_scale, p.b_zero_point,
             p.output_scale, p.output_zero_point)  # fmt: skip
     return Contender(name, fixed(lambda: dmlq.quantized_linear_matrix_multiply(*args)))
+
+
+def packed_matmul(p: data.MatMul, name: str = "dmlq packed") -> Contender:
+    """B, its scale and zero point packed once (``dmlq.pack_matrix_multiply_b``), as weights are."""
+    packed = dmlq.pack_matrix_multiply_b(p.b, p.b_scale, p.b_zero_point)
+    args = (p.a, p.a_scale, p.a_zero_point, packed, None, None, p.output_scale, p.output_zero_point)
+    return Contender(name, fixed(lambda: dmlq.quantized_linear_matrix_multiply(*args)))
+
+
+def at_level(level: str, contender: Contender) -> Contender:
+    """``contender`` run on the compiled core's kernels of CPU ``level`` (set before every call).
+
+    Setting the level is one C call; a packing keeps one copy per level's kernel set, so contenders
+    of different levels can be interleaved without repacking.
+    """
+
+    def prepare(threads: int):
+        call = contender.prepare(threads)
+
+        def on_level():
+            _core.set_level(level)
+            return call()
+
+        return on_level
+
+    return Contender(f"{contender.name} [{level}]", prepare, contender.result, contender.note)

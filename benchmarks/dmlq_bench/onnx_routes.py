@@ -36,6 +36,8 @@ def session(model: bytes, threads: int) -> ort.InferenceSession:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # a spinning worker would keep a core busy after each run, slowing whichever contender runs next
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 

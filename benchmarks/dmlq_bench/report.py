@@ -75,9 +75,9 @@ def _time(summary: dict[str, Any], name: str, mode: str) -> float | None:
     return None if measured is None else measured["median"]
 
 
-def ratio(summary: dict[str, Any], peer: str, mode: str) -> float | None:
-    """Peer time over dmlq time in ``mode`` ("best" or "T<n>"); None when either is missing."""
-    peer_time, dmlq_time = _time(summary, peer, mode), _time(summary, DMLQ, mode)
+def ratio(summary: dict[str, Any], peer: str, mode: str, dmlq: str = DMLQ) -> float | None:
+    """Peer time over the ``dmlq`` contender's time in ``mode`` ("best" or "T<n>"); None if one is missing."""
+    peer_time, dmlq_time = _time(summary, peer, mode), _time(summary, dmlq, mode)
     return None if peer_time is None or dmlq_time is None else peer_time / dmlq_time
 
 

@@ -68,8 +68,15 @@ def _prepacked_weight(b: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) 
     centred values, so the product is unchanged.
     """
     if b.dtype == np.uint8:
-        b, zero_point = (b ^ np.uint8(0x80)).view(np.int8), np.int64(zero_point) - 128
-    weight = _quantized(np.ascontiguousarray(b.T), scale, np.asarray(zero_point))
+        b, zero_point = (b ^ np.uint8(0x80)).view(np.int8), zero_point.astype(np.int64) - 128
+    transposed = np.ascontiguousarray(b.T)
+    if scale.size == 1:
+        weight = _quantized(transposed, scale, np.asarray(zero_point))
+    else:  # one scale and zero point per column of B: per output channel, axis 0 of the weight
+        weight = torch._make_per_channel_quantized_tensor(
+            torch.from_numpy(transposed), torch.from_numpy(scale.astype(np.float64)),
+            torch.from_numpy(zero_point.astype(np.int64)), 0,
+        )  # fmt: skip
     return torch.ops.quantized.linear_prepack(weight, None)
 
 

@@ -1,0 +1,370 @@
+"""Issue "Speed"'s matrix multiply sweep: rows, their contenders, the limits, targets and reports.
+
+A row is one matrix multiply u8 x (s8 or u8) -> u8 with B's scale per tensor or per column, at one
+M, K, N. Its contenders: dmlq with B packed once and dmlq unpacked, each at every CPU level asked
+for (the level set before each call), onnxruntime's QLinearMatMul with B an initializer (prepacked)
+and fed as an input, and fbgemm's quantized linear with a prepacked weight.
+
+The limit a row is held against: for M <= 8 reading B bounds the time (bytes of B over the copy
+bandwidth measured on a B-sized buffer in the same run); above, the integer peak of the level, the
+best rate dmlq's packed multiply reaches on in-cache shapes at that level and thread count (the
+compiled core exposes no bare kernel loop to time instead).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from . import data, dmlq_routes
+from .cases import add_peer
+from .report import markdown_table, ratio, text_table
+from .timing import Call, Case, Contender
+
+DTYPES = {"u8s8": np.int8, "u8u8": np.uint8}
+SCALES = ("tensor", "column")
+MS = (1, 8, 32, 128, 512, 2048)
+SHAPES = ((768, 768), (1024, 1024), (4096, 4096), (4096, 11008))
+BANDWIDTH_BOUND_M = 8  # at or below: the time is bounded by reading B once
+PEAK_SHAPES = ((256, 1024, 256), (512, 512, 512))  # M, K, N: A, B and the output fit in L2 + L3
+COPY_PIECE = 1 << 19  # bytes: the copy's reused destination stays in cache, so B's reads are measured
+
+PACKED, UNPACKED = "dmlq packed", "dmlq"
+ORT, ORT_PREPACKED, TORCH = "onnxruntime", "onnxruntime (B prepacked)", "torch"
+# (dmlq contender, peer): the ratios reported, peer time over dmlq time
+COMPARISONS = ((PACKED, ORT_PREPACKED), (PACKED, TORCH), (UNPACKED, ORT))
+
+
+@dataclass(frozen=True)
+class Row:
+    dtype: str  # a key of DTYPES
+    scales: str  # "tensor" or "column": B's scale and zero point
+    k: int
+    n: int
+    m: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.dtype}_{self.scales}_k{self.k}_n{self.n}_m{self.m}"
+
+    @property
+    def operations(self) -> int:
+        return 2 * self.m * self.k * self.n
+
+    def problem(self, rng: np.random.Generator) -> data.MatMul:
+        return data.matmul((self.m, self.k), (self.k, self.n), DTYPES[self.dtype], rng,
+                           per_column_b=self.scales == "column")  # fmt: skip
+
+
+def rows(dtypes: list[str], scales: list[str], shapes: list[tuple[int, int]], ms: list[int]) -> list[Row]:
+    """Every combination, grouped by data type, scales and shape, M ascending within a group.
+
+    >>> [row.key for row in rows(["u8s8"], ["tensor"], [(64, 32)], [8, 1])]
+    ['u8s8_tensor_k64_n32_m1', 'u8s8_tensor_k64_n32_m8']
+    """
+    return [Row(d, s, k, n, m) for d in dtypes for s in scales for k, n in shapes for m in sorted(ms)]
+
+
+def dmlq_name(name: str, level: str) -> str:
+    return f"{name} [{level}]"
+
+
+def row_case(row: Row, levels: list[str], rng: np.random.Generator, onnx_routes: ModuleType | None,
+             torch_routes: ModuleType | None) -> Case:  # fmt: skip
+    """The row's contenders; the first, dmlq packed at the first level, gives the result checked against."""
+    problem = row.problem(rng)
+    contenders = []
+    for level in levels:
+        contenders.append(dmlq_routes.at_level(level, dmlq_routes.packed_matmul(problem, PACKED)))
+        contenders.append(dmlq_routes.at_level(level, dmlq_routes.matmul(problem, UNPACKED)))
+    skipped: dict[str, str] = {}
+    add_peer(contenders, skipped, ORT, onnx_routes, "matmul", problem)
+    add_peer(contenders, skipped, TORCH, torch_routes, "matmul", problem)
+    title = f"{row.dtype} B per-{row.scales}, M={row.m} K={row.k} N={row.n}"
+    return Case(row.key, title, "GOPS", row.operations, contenders, skipped)
+
+
+# -- limits ------------------------------------------------------------------------------------
+
+
+def _copy_in_pieces(source: np.ndarray, threads: int) -> Call:
+    """A call copying ``source`` piece by piece into cache-resident buffers, one per thread of ``threads``."""
+    pieces = [source[start : start + COPY_PIECE] for start in range(0, source.size, COPY_PIECE)]
+    targets = [np.empty(COPY_PIECE, np.uint8) for _ in range(threads)]
+
+    def copy_share(worker: int) -> None:
+        for piece in pieces[worker::threads]:
+            np.copyto(targets[worker][: piece.size], piece)
+
+    if threads == 1:
+        return lambda: copy_share(0)
+    pool = ThreadPoolExecutor(threads)  # NumPy's copy releases the GIL: the pieces copy in parallel
+    return lambda: list(pool.map(copy_share, range(threads)))
+
+
+def copy_case(k: int, n: int) -> Case:
+    """The rate at which a K x N byte buffer (B) can be read: copied into a small reused buffer."""
+    source = np.ones(k * n, np.uint8)
+    contender = Contender("copy of B", lambda threads: _copy_in_pieces(source, threads), result=None)
+    return Case(f"copy_k{k}_n{n}", f"copy of a {k} x {n} byte buffer", "GB/s", float(k * n), [contender])
+
+
+def peak_case(shape: tuple[int, int, int], levels: list[str], rng: np.random.Generator) -> Case:
+    """dmlq's packed multiply on an in-cache shape at every level: the levels' integer peaks."""
+    m, k, n = shape
+    problem = data.matmul((m, k), (k, n), np.int8, rng)
+    contenders = [dmlq_routes.at_level(level, dmlq_routes.packed_matmul(problem, PACKED)) for level in levels]
+    title = f"in-cache u8s8 {m}x{k}x{n}"
+    return Case(f"peak_m{m}_k{k}_n{n}", title, "GOPS", float(2 * m * k * n), contenders)
+
+
+def bandwidths(copy_summary: dict[str, Any]) -> dict[str, float]:
+    """Bytes of B read per second at each thread count: the best of that many threads or fewer.
+
+    >>> bandwidths({"contenders": {"copy of B": {"threads": {"1": {"rate": 20.0}, "2": {"rate": 15.0}}}}})
+    {'1': 20000000000.0, '2': 20000000000.0}
+    """
+    rates = copy_summary["contenders"]["copy of B"]["threads"]
+    ordered = sorted(rates, key=int)
+    return {t: max(rates[u]["rate"] for u in ordered[: i + 1]) * 1e9 for i, t in enumerate(ordered)}
+
+
+def peaks(peak_summaries: list[dict[str, Any]], levels: list[str]) -> dict[str, dict[str, float]]:
+    """GOPS per level and thread count: the best of the in-cache shapes."""
+    found: dict[str, dict[str, float]] = {}
+    for level in levels:
+        for summary in peak_summaries:
+            for threads, measured in summary["contenders"][dmlq_name(PACKED, level)]["threads"].items():
+                best = found.setdefault(level, {})
+                best[threads] = max(best.get(threads, 0.0), measured["rate"])
+    return found
+
+
+def limit(row: Row, level: str, threads: str, limits: dict[str, Any]) -> tuple[str, float]:
+    """The kind of limit and its GOPS for ``row`` at ``level`` and ``threads``."""
+    if row.m <= BANDWIDTH_BOUND_M:
+        bytes_per_second = limits["bandwidth"][f"{row.k}x{row.n}"]["bytes_per_second"][threads]
+        return "bandwidth", row.operations / (row.k * row.n / bytes_per_second) / 1e9
+    return "peak", limits["peak"][level][threads]
+
+
+# -- analysis and targets ----------------------------------------------------------------------
+
+
+def spread(samples: list[float]) -> dict[str, float]:
+    """Quartiles and extremes of the samples (seconds per call).
+
+    >>> spread([1.0, 2.0, 3.0, 4.0, 5.0])
+    {'min': 1.0, 'q1': 2.0, 'q3': 4.0, 'max': 5.0}
+    """
+    if len(samples) < 2:
+        return {"min": samples[0], "q1": samples[0], "q3": samples[0], "max": samples[0]}
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return {"min": min(samples), "q1": q1, "q3": q3, "max": max(samples)}
+
+
+def analyse(row: Row, summary: dict[str, Any], level: str, limits: dict[str, Any]) -> dict[str, Any]:
+    """One level's figures for a row: ratios to the peers, and packed dmlq's fraction of the limit."""
+    modes = ["best", *(f"T{t}" for t in next(iter(summary["contenders"].values()))["threads"])]
+    ratios = {
+        f"{mine} vs {peer}": {mode: ratio(summary, peer, mode, dmlq_name(mine, level)) for mode in modes}
+        for mine, peer in COMPARISONS
+    }  # fmt: skip
+    packed = summary["contenders"][dmlq_name(PACKED, level)]
+    best_threads = str(packed["best"]["threads"])
+    kind, gops = limit(row, level, best_threads, limits)
+    return {"ratios": ratios, "limit": {"kind": kind, "gops": gops, "threads": int(best_threads),
+                                        "fraction": packed["best"]["rate"] / gops}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    threshold: float
+    applies: Callable[[Row], bool]
+    value: Callable[[dict[str, Any]], float | None]  # from a level's analysis
+
+
+TARGETS = (
+    Target("packed >= 1.0x onnxruntime (B prepacked)", 1.0, lambda row: True,
+           lambda a: a["ratios"][f"{PACKED} vs {ORT_PREPACKED}"]["best"]),
+    Target("unpacked >= 1.0x onnxruntime (B fed)", 1.0, lambda row: True,
+           lambda a: a["ratios"][f"{UNPACKED} vs {ORT}"]["best"]),
+    Target("M=1 packed >= 80% of the bandwidth bound", 0.8, lambda row: row.m == 1,
+           lambda a: a["limit"]["fraction"]),
+    Target("M=2048 packed >= 1.0x PyTorch", 1.0, lambda row: row.m == 2048,
+           lambda a: a["ratios"][f"{PACKED} vs {TORCH}"]["best"]),
+)  # fmt: skip
+
+
+def verdicts(row: Row, level: str, analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target that applies to the row at ``level``: its value and PASS, MISS or n/a (a peer missing)."""
+    found = []
+    for target in TARGETS:
+        if target.applies(row):
+            value = target.value(analysis)
+            verdict = "n/a" if value is None else "PASS" if value >= target.threshold else "MISS"
+            found.append({"row": row.key, "level": level, "target": target.text,
+                          "threshold": target.threshold, "value": value, "verdict": verdict})  # fmt: skip
+    return found
+
+
+# -- the table and the chart -------------------------------------------------------------------
+
+
+def _gops(contender: dict[str, Any] | None) -> str:
+    if contender is None:
+        return ""
+    best, samples = contender["best"], contender["threads"][str(contender["best"]["threads"])]["samples"]
+    quartiles = spread(samples)
+    half_iqr = (quartiles["q3"] - quartiles["q1"]) / 2 / best["median"]
+    return f"{best['rate']:.4g} T{best['threads']} ±{half_iqr:.0%}"
+
+
+def _times(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
+
+
+TABLE_HEADER = ["B", "scales", "K x N", "M", "level", "dmlq packed GOPS", "dmlq GOPS", "ORT prepacked GOPS",
+                "ORT GOPS", "torch GOPS", "packed x ORT prepacked", "packed x torch", "dmlq x ORT",
+                "limit GOPS", "packed % of limit"]  # fmt: skip
+
+
+def table_rows(result: dict[str, Any]) -> list[list[str]]:
+    """One line per row and level: best-thread GOPS (thread count, half the interquartile range), ratios."""
+    lines = []
+    for entry in result["rows"]:
+        contenders = entry["summary"]["contenders"]
+        for level, analysis in entry["levels"].items():
+            ratios, bound = analysis["ratios"], analysis["limit"]
+            lines.append([
+                entry["dtype"], entry["scales"], f"{entry['k']} x {entry['n']}", str(entry["m"]), level,
+                _gops(contenders[dmlq_name(PACKED, level)]), _gops(contenders[dmlq_name(UNPACKED, level)]),
+                *(_gops(contenders.get(peer)) for peer in (ORT_PREPACKED, ORT, TORCH)),
+                *(_times(ratios[f"{mine} vs {peer}"]["best"]) for mine, peer in COMPARISONS),
+                f"{bound['gops']:.4g} ({bound['kind']})", f"{bound['fraction']:.0%}",
+            ])  # fmt: skip
+    return lines
+
+
+def limit_lines(result: dict[str, Any]) -> list[str]:
+    limits = result["limits"]
+    lines = [f"copy bandwidth of a {shape} byte B: "
+             + ", ".join(f"T{t} {rate / 1e9:.1f} GB/s" for t, rate in measured["bytes_per_second"].items())
+             for shape, measured in limits["bandwidth"].items()]  # fmt: skip
+    lines += [f"integer peak at {level} (best of {', '.join(limits['peak_shapes'])}): "
+              + ", ".join(f"T{t} {gops:.4g} GOPS" for t, gops in per_thread.items())
+              for level, per_thread in limits["peak"].items()]  # fmt: skip
+    return lines
+
+
+def mismatch_lines(result: dict[str, Any]) -> list[str]:
+    return [f"{entry['key']}: {name} differs from dmlq on {check['mismatches']:,} of {check['elements']:,} "
+            f"elements (at most {check['max_abs_diff']:g})"
+            for entry in result["rows"] for name, check in entry["summary"]["verification"].items()
+            if check["mismatches"]]  # fmt: skip
+
+
+def target_lines(result: dict[str, Any]) -> list[str]:
+    by_level: dict[str, dict[str, int]] = {}
+    for verdict in result["targets"]:
+        counts = by_level.setdefault(verdict["level"], {"PASS": 0, "MISS": 0, "n/a": 0})
+        counts[verdict["verdict"]] += 1
+    counted = [f"{lvl}: {c['PASS']} PASS, {c['MISS']} MISS, {c['n/a']} n/a" for lvl, c in by_level.items()]
+    return counted + [
+        f"{v['verdict']} {v['level']} {v['row']}: {v['target']} (measured {v['value']:.3g})"
+        for v in result["targets"] if v["value"] is not None
+    ]  # fmt: skip
+
+
+def markdown(result: dict[str, Any]) -> str:
+    meta = result["meta"]
+    versions = ", ".join(f"{name} {version}" for name, version in meta["versions"].items())
+    return "\n".join([
+        "# dmlq matrix multiply sweep",
+        "",
+        f"{meta['started']}, {meta['cpu']['model']} ({meta['cpu']['cores']} cores, "
+        f"{' '.join(meta['cpu']['simd'])}), {versions}.",
+        f"CPU levels: {', '.join(meta['levels'])} (detected {meta['detected_level']}).",
+        f"Load average (1 min) before/after: {meta['load_average']['before']:.2f}/"
+        f"{meta['load_average']['after']:.2f}; run time {meta['seconds']} s. Mode: {meta['mode']}: medians "
+        f"of {meta['plan']['min_runs']}+ interleaved samples per thread count, each repeating a call for at "
+        f"least {meta['plan']['min_sample'] * 1000:g} ms, after a pause until the process is idle.",
+        "",
+        "GOPS = 2·M·N·K / time at the contender's fastest thread count (T), ± half the interquartile "
+        "range of its samples. Ratios: peer time / dmlq time, best against best (above 1: dmlq is faster). "
+        "Limit: for M <= 8 reading B at the measured copy bandwidth, otherwise the level's measured "
+        "integer peak.",
+        "",
+        markdown_table(TABLE_HEADER, table_rows(result)),
+        "",
+        "## Limits measured in this run",
+        "",
+        *(f"- {line}" for line in limit_lines(result)),
+        "",
+        "## Targets",
+        "",
+        *(f"- {line}" for line in target_lines(result)),
+        "",
+        "## Results that differ from dmlq's (checked once per row, untimed)",
+        "",
+        *(f"- {line}" for line in mismatch_lines(result) or ["none"]),
+        *(f"- {line}" for line in meta["notes"]),
+        "",
+    ])  # fmt: skip
+
+
+def console(result: dict[str, Any]) -> str:
+    return "\n\n".join([
+        text_table(TABLE_HEADER, table_rows(result)),
+        "\n".join(limit_lines(result)),
+        "\n".join(target_lines(result)[: len(result["meta"]["levels"])]),
+        "\n".join(mismatch_lines(result)),
+    ])  # fmt: skip
+
+
+def chart(path: Path, result: dict[str, Any]) -> None:
+    """GOPS against M (log-log), a panel per shape and data type/scales, a line per contender."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys((e["dtype"], e["scales"]) for e in result["rows"]))
+    shapes = list(dict.fromkeys((e["k"], e["n"]) for e in result["rows"]))
+    size = (3.6 * len(shapes) + 2.6, 3.2 * len(groups) + 0.6)
+    figure, axes = plt.subplots(len(groups), len(shapes), figsize=size, squeeze=False, sharey=True,
+                                layout="constrained")  # fmt: skip
+    for (dtype, scales), panels in zip(groups, axes):
+        for (k, n), panel in zip(shapes, panels):
+            panel_key = (dtype, scales, k, n)
+            entries = [e for e in result["rows"] if (e["dtype"], e["scales"], e["k"], e["n"]) == panel_key]
+            ms = [e["m"] for e in entries]
+            for name in entries[0]["summary"]["contenders"]:
+                rates = [e["summary"]["contenders"][name]["best"]["rate"] for e in entries]
+                panel.plot(ms, rates, marker="o", markersize=3, label=name,
+                           linestyle="-" if name.startswith("dmlq") else "--")  # fmt: skip
+            top = result["meta"]["levels"][0]
+            for kind, style in (("bandwidth", ":"), ("peak", "-.")):
+                bounds = [e["levels"][top]["limit"] for e in entries]
+                points = [(e["m"], b["gops"]) for e, b in zip(entries, bounds) if b["kind"] == kind]
+                panel.plot([m for m, _ in points], [gops for _, gops in points], color="black", linewidth=0.8,
+                           linestyle=style, label=f"{kind} limit [{top}]")  # fmt: skip
+            panel.set_xscale("log")
+            panel.set_yscale("log")
+            panel.set_title(f"{dtype} per-{scales}, K={k} N={n}", fontsize="medium")
+            panel.set_xlabel("M")
+        panels[0].set_ylabel("GOPS (best thread count)")
+    figure.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right upper", fontsize="small")
+    meta = result["meta"]
+    title = f"dmlq matrix multiply sweep: {meta['cpu']['model']}, {meta['started']}"
+    figure.suptitle(title, fontsize="medium")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

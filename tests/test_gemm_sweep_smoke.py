@@ -1,0 +1,141 @@
+"""The matrix multiply sweep runs end to end at tiny sizes and writes consistent results.
+
+Only the harness is checked here (files, keys, limits, ratios and verdicts computed from the
+medians, results agreeing with dmlq's), never a speed.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import importlib.util
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SWEEP = BENCHMARKS / "gemm_sweep.py"
+# K = 67: not a multiple of any kernel's step; N = 33: a column tail; M = 1 bandwidth-bound, 12 not
+ARGS = ["--quick", "--m", "1,12", "--shapes", "67x33", "--no-torch"]
+ORT, ORT_PREPACKED = "onnxruntime", "onnxruntime (B prepacked)"
+
+
+def sweep_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SWEEP), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    out = tmp_path_factory.mktemp("sweep")
+    finished = sweep_command(*ARGS, "--out", str(out))
+    assert finished.returncode == 0, finished.stderr
+    return out, json.loads((out / "gemm_sweep.json").read_text()), finished.stdout
+
+
+def dmlq_names(levels: list[str]) -> set[str]:
+    return {f"{name} [{level}]" for name in ("dmlq packed", "dmlq") for level in levels}
+
+
+def test_every_row_has_every_contender_at_both_thread_counts(run):
+    _, result, _ = run
+    levels = result["meta"]["levels"]
+    assert levels[-1] == "portable" and levels[0] == result["meta"]["detected_level"]
+    keys = [row["key"] for row in result["rows"]]
+    combinations = [(d, s, m) for d in ("u8s8", "u8u8") for s in ("tensor", "column") for m in (1, 12)]
+    assert keys == [f"{d}_{s}_k67_n33_m{m}" for d, s, m in combinations]
+    for row in result["rows"]:
+        contenders = row["summary"]["contenders"]
+        assert set(contenders) == dmlq_names(levels) | {ORT, ORT_PREPACKED}
+        assert row["summary"]["skipped"]["torch"] == "--no-torch"
+        for contender in contenders.values():
+            assert set(contender["threads"]) == {"1", "2"}
+            for measured in contender["threads"].values():
+                assert len(measured["samples"]) >= 3
+                assert measured["median"] == statistics.median(measured["samples"])
+
+
+def test_packed_and_unpacked_dmlq_agree_at_every_level_and_onnxruntime_agrees_where_exact(run):
+    from ort_int8 import u8s8_saturates  # imports onnxruntime: after the module's importorskip
+
+    _, result, _ = run
+    for row in result["rows"]:
+        checks = row["summary"]["verification"]
+        first = f"dmlq packed [{result['meta']['levels'][0]}]"
+        assert set(checks) == dmlq_names(result["meta"]["levels"]) - {first} | {ORT, ORT_PREPACKED}
+        for name in dmlq_names(result["meta"]["levels"]) - {first}:
+            assert checks[name]["mismatches"] == 0, (row["key"], name)
+        if row["dtype"] == "u8u8" or not u8s8_saturates():  # pairs saturated in int16: not exact
+            assert checks[ORT]["mismatches"] == checks[ORT_PREPACKED]["mismatches"] == 0, row["key"]
+
+
+def test_limits_and_fractions_follow_from_the_measurements(run):
+    _, result, _ = run
+    limits = result["limits"]
+    copy_rates = limits["bandwidth"]["67x33"]["bytes_per_second"]
+    assert copy_rates["2"] >= copy_rates["1"] > 0
+    assert set(limits["peak"]) == set(result["meta"]["levels"])
+    for row in result["rows"]:
+        for level, analysis in row["levels"].items():
+            packed = row["summary"]["contenders"][f"dmlq packed [{level}]"]["best"]
+            bound = analysis["limit"]
+            if row["m"] == 1:
+                assert bound["kind"] == "bandwidth"
+                assert math.isclose(bound["gops"], 2 * row["m"] * copy_rates[str(bound["threads"])] / 1e9)
+            else:
+                peak = limits["peak"][level][str(bound["threads"])]
+                assert (bound["kind"], bound["gops"]) == ("peak", peak)
+            assert math.isclose(bound["fraction"], packed["rate"] / bound["gops"])
+
+
+def test_ratios_are_peer_time_over_dmlq_time_and_verdicts_follow_the_values(run):
+    _, result, _ = run
+    for row in result["rows"]:
+        contenders = row["summary"]["contenders"]
+        for level, analysis in row["levels"].items():
+            packed = contenders[f"dmlq packed [{level}]"]
+            ratio = analysis["ratios"][f"dmlq packed vs {ORT_PREPACKED}"]["T1"]
+            assert math.isclose(ratio, contenders[ORT_PREPACKED]["threads"]["1"]["median"]
+                                / packed["threads"]["1"]["median"])  # fmt: skip
+            assert analysis["ratios"]["dmlq packed vs torch"]["best"] is None
+    targets = result["targets"]
+    assert {t["target"] for t in targets} == {
+        "packed >= 1.0x onnxruntime (B prepacked)", "unpacked >= 1.0x onnxruntime (B fed)",
+        "M=1 packed >= 80% of the bandwidth bound",
+    }  # fmt: skip
+    for target in targets:
+        assert target["verdict"] == ("PASS" if target["value"] >= target["threshold"] else "MISS"), target
+
+
+def test_table_chart_and_load_are_written(run):
+    out, result, stdout = run
+    assert "67 x 33" in stdout
+    markdown = (out / "gemm_sweep.md").read_text()
+    assert markdown.startswith("# dmlq matrix multiply sweep")
+    assert "Load average" in markdown and set(result["meta"]["load_average"]) == {"before", "after"}
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (out / "gemm_sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--levels", "amx9"], "--levels: unknown amx9"), (["--shapes", "64by64"], "--shapes: expected KxN"),
+     (["--m", "0"], "--m: every value must be at least 1")],
+)  # fmt: skip
+def test_a_bad_option_is_one_line_and_exit_2(args, message):
+    finished = sweep_command(*args)
+    assert finished.returncode == 2
+    assert finished.stderr.count("\n") == 1 and message in finished.stderr
+
+
+def test_the_sweep_module_examples(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    results = doctest.testmod(importlib.import_module("dmlq_bench.sweep"))
+    assert results.attempted >= 3 and results.failed == 0
