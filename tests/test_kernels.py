@@ -550,6 +550,27 @@ def test_matmul_nonfinite_scales_and_ties(level):
             check_matmul(views, U8, reciprocal)
 
 
+@pytest.mark.parametrize("odd_one", [np.nan, np.inf, -np.inf, 1e-40, 3e38, 0.0, -0.0])
+def test_matmul_one_odd_column_scale(level, odd_one):
+    """One column's scale not finite, denormal, huge or zero among ordinary ones: that column as the
+    reference has it, and every other column's fast route undisturbed."""
+    rng = np.random.default_rng(23)
+    m, k, n = 5, 40, 37
+    b_scale = rng.uniform(0.01, 0.02, (1, n)).astype(F32)
+    b_scale[0, 21] = odd_one
+    views = {
+        "a": integers(rng, U8, (m, k)),
+        "a_scale": F32([[0.05]]),
+        "a_zero_point": U8([[128]]),
+        "b": integers(rng, I8, (k, n)),
+        "b_scale": b_scale,
+        "b_zero_point": rng.integers(-2, 3, (1, n)).astype(I8),
+        "output_scale": F32([[0.3]]),
+        "output_zero_point": U8([[100]]),
+    }
+    check_matmul(views, U8)
+
+
 # -- threads, guards, levels --------------------------------------------------------------------
 
 

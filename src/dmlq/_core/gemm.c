@@ -8,6 +8,7 @@
  * or share each batch's packing and tiles, claiming panels and tile rows one at a time; in both
  * cases one thread computes each output element, with the same arithmetic.
  */
+#include <float.h>
 #include <stdlib.h>
 #if defined(_WIN32)
 #include <malloc.h>
@@ -564,16 +565,28 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         largest_row_factor = fmax(largest_row_factor, fabs(factor));
         a_zero_uniform &= !real || a_zero[m] == a_zero[0];
     }
-    for (ptrdiff_t n = 0; n < columns; n++) {
-        const int real = n < p->n;
-        b_scale[n] = real ? (double)p->b_scale[n] : 0.0;
-        column_factor[n] = real ? p->b_scale[n] : 1.0f;
-        b_zero[n] = real ? p->b_zero_point[n] - (p->b_signed ? 0 : 128) : 0;
-        nan_possible |= !isfinite(b_scale[n]);
-        estimate &= estimable(column_factor[n]);
-        largest_column_factor = fmax(largest_column_factor, fabs((double)column_factor[n]));
-        b_zero_uniform &= !real || b_zero[n] == b_zero[0];
+    /* Per column, in simple loops over local pointers (N may be large and these run on every call) */
+    const float *restrict scales = p->b_scale;
+    const int32_t *restrict zero_points = p->b_zero_point;
+    const ptrdiff_t n_real = p->n;
+    const int32_t b_flip = p->b_signed ? 0 : 128;
+    float smallest = INFINITY, largest = 0.0f;
+    int finite = 1; /* the comparisons pass NaN over: it is looked for apart, with the infinities */
+    for (ptrdiff_t n = 0; n < n_real; n++) {
+        const float magnitude = fabsf(scales[n]);
+        smallest = magnitude < smallest ? magnitude : smallest;
+        largest = magnitude > largest ? magnitude : largest;
+        finite &= magnitude <= FLT_MAX;
+        b_zero_uniform &= zero_points[n] == zero_points[0];
     }
+    for (ptrdiff_t n = 0; n < columns; n++) {
+        b_scale[n] = n < n_real ? (double)scales[n] : 0.0;
+        column_factor[n] = n < n_real ? scales[n] : 1.0f;
+        b_zero[n] = n < n_real ? zero_points[n] - b_flip : 0;
+    }
+    nan_possible |= !finite;
+    estimate &= estimable(smallest) && estimable(largest);
+    largest_column_factor = largest;
     /* |acc| <= K * 255 * 255: every estimate stays below 2**20, with room for its roundings */
     estimate &= largest_row_factor * largest_column_factor * (double)p->k * 65025.0 < 0x1p19;
     c->q = (gemm_quantization){p->k,          a_scale,        b_scale,        divisor,       zero_point,

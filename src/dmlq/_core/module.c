@@ -284,13 +284,12 @@ static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const c
     }
     const char *data = PyArray_BYTES(array);
     const ptrdiff_t stride = size == 1 ? 0 : PyArray_STRIDE(array, axis);
-    for (ptrdiff_t i = 0; i < length; i++) {
-        const char *p = data + i * stride;
-        if (wanted_float)
-            floats[i] = *(const float *)p;
-        else
-            integers[i] = type == DMLQ_I8 ? *(const int8_t *)p : *(const uint8_t *)p;
-    }
+    if (wanted_float) /* one loop per type: a long per-column vector is read on every call */
+        for (ptrdiff_t i = 0; i < length; i++) floats[i] = *(const float *)(data + i * stride);
+    else if (type == DMLQ_I8)
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const int8_t *)(data + i * stride);
+    else
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const uint8_t *)(data + i * stride);
     return 0;
 }
 
