@@ -193,10 +193,10 @@ static void dequantize_rows(const dequantize_context *c, ptrdiff_t first_row, pt
     const dmlq_int4_problem *p = c->p;
     const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
     for (ptrdiff_t row = first_row; row < end_row; row++) {
-        for (ptrdiff_t col = 0; col < p->cols; col += p->block_cols) {
+        const ptrdiff_t block_row = row / p->block_rows; /* one division per row, none per block */
+        for (ptrdiff_t col = 0, block_col = 0; col < p->cols; col += p->block_cols, block_col++) {
             const ptrdiff_t element = row * p->cols + col;
-            c->block(p, row / p->block_rows, col / p->block_cols, element, p->block_cols,
-                     p->floats + (size_t)element * size);
+            c->block(p, block_row, block_col, element, p->block_cols, p->floats + (size_t)element * size);
         }
     }
 }
