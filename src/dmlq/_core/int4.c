@@ -75,6 +75,25 @@ static void dequantize_block_portable(const dmlq_int4_problem *p, ptrdiff_t bloc
     look_up_elements(p->packed, first, count, &table, out, p->float_type);
 }
 
+typedef void (*dequantize_block_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, char *);
+
+/* Rows first_row..end_row block by block, `block` inlined into each level's own loop. */
+static inline void dequantize_rows_by(dequantize_block_fn block, const dmlq_int4_problem *p, ptrdiff_t first_row,
+                                      ptrdiff_t end_row) {
+    const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
+    for (ptrdiff_t row = first_row; row < end_row; row++) {
+        const ptrdiff_t block_row = row / p->block_rows; /* one division per row, none per block */
+        for (ptrdiff_t col = 0, block_col = 0; col < p->cols; col += p->block_cols, block_col++) {
+            const ptrdiff_t element = row * p->cols + col;
+            block(p, block_row, block_col, element, p->block_cols, p->floats + (size_t)element * size);
+        }
+    }
+}
+
+static void dequantize_rows_portable(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row) {
+    dequantize_rows_by(dequantize_block_portable, p, first_row, end_row);
+}
+
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 
@@ -178,28 +197,20 @@ static void dequantize_block_avx2(const dmlq_int4_problem *p, ptrdiff_t block_ro
     }
 }
 
+static void dequantize_rows_avx2(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row) {
+    dequantize_rows_by(dequantize_block_avx2, p, first_row, end_row);
+}
+
 DMLQ_END_TARGET
 #endif
 
-typedef void (*dequantize_block_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, char *);
+typedef void (*dequantize_rows_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t);
 
 typedef struct {
     const dmlq_int4_problem *p;
     ptrdiff_t rows_per_unit, units, next;
-    dequantize_block_fn block;
+    dequantize_rows_fn rows;
 } dequantize_context;
-
-static void dequantize_rows(const dequantize_context *c, ptrdiff_t first_row, ptrdiff_t end_row) {
-    const dmlq_int4_problem *p = c->p;
-    const size_t size = p->float_type == DMLQ_F16 ? 2 : 4;
-    for (ptrdiff_t row = first_row; row < end_row; row++) {
-        const ptrdiff_t block_row = row / p->block_rows; /* one division per row, none per block */
-        for (ptrdiff_t col = 0, block_col = 0; col < p->cols; col += p->block_cols, block_col++) {
-            const ptrdiff_t element = row * p->cols + col;
-            c->block(p, block_row, block_col, element, p->block_cols, p->floats + (size_t)element * size);
-        }
-    }
-}
 
 static void dequantize_units(void *context, int thread, int threads) {
     dequantize_context *c = context;
@@ -207,7 +218,7 @@ static void dequantize_units(void *context, int thread, int threads) {
     (void)threads;
     for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
         const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
-        dequantize_rows(c, first, end < c->p->rows ? end : c->p->rows);
+        c->rows(c->p, first, end < c->p->rows ? end : c->p->rows);
     }
 }
 
@@ -219,9 +230,9 @@ static ptrdiff_t rows_per_unit(const dmlq_int4_problem *p) {
 }
 
 void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
-    dequantize_context c = {p, rows_per_unit(p), 0, 0, dequantize_block_portable};
+    dequantize_context c = {p, rows_per_unit(p), 0, 0, dequantize_rows_portable};
 #if DMLQ_X86
-    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.block = dequantize_block_avx2;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.rows = dequantize_rows_avx2;
 #endif
     c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
     dmlq_parallel(dequantize_units, &c, c.units > 1 ? threads : 1);
