@@ -95,6 +95,8 @@ def parts_of_a_run(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) 
 def cpu_session(proto, threads: int) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
+    # no spinning after a run: a spinning worker would hold a core while dmlq's turn runs next
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = ["CPUExecutionProvider"]
     return onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=providers)
 
