@@ -199,22 +199,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "targets": report.targets(summaries, memory_results),
         "memory": memory_results,
     }
-    result["meta"]["seconds"] = round(time.perf_counter() - started, 1)
-    # other processes on a shared machine skew times: the 1-minute load before and after tells
-    result["meta"]["load_average"] = {"before": load_before[0], "after": os.getloadavg()[0]}
-    write(args.out, result)
+    report.write_results(
+        args.out, "bench", result, started, load_before[0], report.chart, report.markdown, report.console
+    )
     return result
-
-
-def write(out: Path, result: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        report.chart(out / "bench.png", result)
-    except ImportError as error:
-        result["meta"]["notes"].append(f"no bench.png: {error}")
-    report.write_json(out / "bench.json", result)
-    (out / "bench.md").write_text(report.markdown(result))
-    print(report.console(result))
 
 
 if __name__ == "__main__":

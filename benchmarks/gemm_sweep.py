@@ -182,22 +182,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
     finally:
         _core.set_level(_core.detected_level())
-    result["meta"]["seconds"] = round(time.perf_counter() - started, 1)
-    # other processes on a shared machine skew times: the 1-minute load before and after tells
-    result["meta"]["load_average"] = {"before": load_before[0], "after": os.getloadavg()[0]}
-    write(args.out, result)
+    report.write_results(
+        args.out, "gemm_sweep", result, started, load_before[0], sweep.chart, sweep.markdown, sweep.console
+    )
     return result
-
-
-def write(out: Path, result: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        sweep.chart(out / "gemm_sweep.png", result)
-    except ImportError as error:
-        result["meta"]["notes"].append(f"no gemm_sweep.png: {error}")
-    report.write_json(out / "gemm_sweep.json", result)
-    (out / "gemm_sweep.md").write_text(sweep.markdown(result))
-    print(sweep.console(result))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ A ratio is the peer's time over dmlq's time for the same case (above 1: dmlq is 
 from __future__ import annotations
 
 import json
+import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,3 +272,21 @@ def chart(path: Path, result: dict[str, Any]) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def write_results(out: Path, stem: str, result: dict[str, Any], started: float, load_before: float,
+                  chart: Callable[[Path, dict[str, Any]], None], markdown: Callable[[dict[str, Any]], str],
+                  console: Callable[[dict[str, Any]], str]) -> None:  # fmt: skip
+    """Stamps a finished run (its duration; the 1-minute load average before and after it, since other
+    processes on a shared machine skew times), then writes ``stem``.png (when matplotlib is there),
+    .json and .md into ``out`` and prints the console table."""
+    result["meta"]["seconds"] = round(time.perf_counter() - started, 1)
+    result["meta"]["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        chart(out / f"{stem}.png", result)
+    except ImportError as error:
+        result["meta"]["notes"].append(f"no {stem}.png: {error}")
+    write_json(out / f"{stem}.json", result)
+    (out / f"{stem}.md").write_text(markdown(result))
+    print(console(result))
