@@ -95,17 +95,17 @@ def dequantize_rows(shape, block: int, float_type, runs: int, threads: int, rng)
         values = dmlq.unpack_int4(packed, shape, ml_dtypes.int4).astype(np.float32)
         return (values.reshape(shape[0], -1, block) * scale.astype(np.float32)[:, :, None]).astype(float_type)
 
-    copy_out, copy_in = np.empty_like(out), np.empty_like(packed)
     operator.execute([packed, scale], [out])
     session.run_with_iobinding(binding)
     assert np.array_equal(out, ort_out.reshape(shape)), "onnxruntime and dmlq differ"
-    contenders = {
-        "dmlq": lambda: operator.execute([packed, scale], [out]),
-        "onnxruntime": lambda: session.run_with_iobinding(binding),
-        "copy out": lambda: np.copyto(copy_out, out),
-        "copy in": lambda: np.copyto(copy_in, packed),
-    }
-    return {**interleaved_medians(contenders, runs), "numpy": median_seconds(numpy_route, max(3, runs // 4))}
+    return timed(
+        lambda: operator.execute([packed, scale], [out]),
+        lambda: session.run_with_iobinding(binding),
+        numpy_route,
+        packed,
+        out,
+        runs,
+    )
 
 
 def quantize_rows(shape, block: int, runs: int, threads: int, rng) -> dict[str, float]:
@@ -128,12 +128,27 @@ def quantize_rows(shape, block: int, runs: int, threads: int, rng) -> dict[str, 
         quotient = x.reshape(shape[0], -1, block) / scale[:, :, None]
         return dmlq.pack_int4(np.clip(np.rint(quotient), -8, 7).astype(ml_dtypes.int4))
 
-    copy_out, copy_in = np.empty_like(packed), np.empty_like(x)
+    return timed(
+        lambda: operator.execute([x, scale], [packed]),
+        lambda: session.run_with_iobinding(binding),
+        numpy_route,
+        x,
+        packed,
+        runs,
+    )
+
+
+def timed(dmlq_call: Callable[[], object], onnxruntime_call: Callable[[], object],
+          numpy_route: Callable[[], object], source: np.ndarray, result: np.ndarray,
+          runs: int) -> dict[str, float]:  # fmt: skip
+    """Median seconds of each contender, interleaved, beside plain copies of the result's and the
+    source's bytes (the NumPy route, much slower, timed apart)."""
+    copy_out, copy_in = np.empty_like(result), np.empty_like(source)
     contenders = {
-        "dmlq": lambda: operator.execute([x, scale], [packed]),
-        "onnxruntime": lambda: session.run_with_iobinding(binding),
-        "copy out": lambda: np.copyto(copy_out, packed),
-        "copy in": lambda: np.copyto(copy_in, x),
+        "dmlq": dmlq_call,
+        "onnxruntime": onnxruntime_call,
+        "copy out": lambda: np.copyto(copy_out, result),
+        "copy in": lambda: np.copyto(copy_in, source),
     }
     return {**interleaved_medians(contenders, runs), "numpy": median_seconds(numpy_route, max(3, runs // 4))}
 

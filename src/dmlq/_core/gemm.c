@@ -153,21 +153,10 @@ typedef struct {
     const char *b;                 /* element (0, 0) of one B */
     ptrdiff_t n, k, groups, b_row, b_col;
     uint8_t flip;
-    int8_t *panels;                /* its packed panels, panel_bytes apart */
-    ptrdiff_t panel_bytes;
+    int8_t *panels;                /* its packed panels from first_panel on, panel_bytes apart */
+    ptrdiff_t first_panel, panel_bytes;
     int32_t *column_sums;          /* of its packed panels, padding columns included */
 } b_packing;
-
-/* Asks for `rows` rows of `bytes` bytes (rows `stride` apart) to be brought into the caches: the
- * next block's, while this one is packed (the hardware prefetchers do not follow rows 4 KiB apart). */
-static void prefetch_rows(const char *start, ptrdiff_t rows, ptrdiff_t stride, ptrdiff_t bytes) {
-#if DMLQ_X86
-    for (ptrdiff_t r = 0; r < rows; r++)
-        for (ptrdiff_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(start + r * stride + offset, _MM_HINT_T0);
-#else
-    (void)start, (void)rows, (void)stride, (void)bytes;
-#endif
-}
 
 static ptrdiff_t pack_chunks(ptrdiff_t panels) { return (panels + PACK_PANELS - 1) / PACK_PANELS; }
 
@@ -179,12 +168,8 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     for (ptrdiff_t g0 = 0; g0 < job->groups; g0 += PACK_GROUPS) {
         const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, job->k - 4 * g0);
         const char *block = job->b + 4 * g0 * job->b_row;
-        const ptrdiff_t next_rows = min_size(4 * PACK_GROUPS, job->k - 4 * (g0 + PACK_GROUPS));
-        if (job->b_col == 1 && next_rows > 0)
-            prefetch_rows(block + 4 * PACK_GROUPS * job->b_row + first * nr, next_rows, job->b_row,
-                          min_size(end * nr, job->n) - first * nr);
         for (ptrdiff_t panel = first; panel < end; panel++) {
-            int8_t *dst = job->panels + panel * job->panel_bytes + g0 * nr * 4;
+            int8_t *dst = job->panels + (panel - job->first_panel) * job->panel_bytes + g0 * nr * 4;
             int32_t sums[GEMM_NR];
             pack_b_panel((uint8_t *)dst, kernels, rows > 0 ? block + panel * nr * job->b_col : job->b,
                          min_size(nr, job->n - panel * nr), rows > 0 ? rows : 0, groups, job->b_row, job->b_col,
@@ -315,7 +300,7 @@ static ptrdiff_t chunks_to_pack(const gemm_context *c) { return pack_chunks(c->n
 static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
-                           p->b_signed ? 0 : 0x80, pk->b, c->b_panel_bytes, pk->column_sums};
+                           p->b_signed ? 0 : 0x80, pk->b, c->direct_panels, c->b_panel_bytes, pk->column_sums};
     for (ptrdiff_t chunk = first; chunk < end; chunk++) {
         const ptrdiff_t panel = c->direct_panels + chunk * PACK_PANELS;
         pack_b_chunk(&job, panel, min_size(panel + PACK_PANELS, c->n_panels));
@@ -343,7 +328,7 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
                             p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch)};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
-    const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
+    const int8_t *b = b_panels(c, pk, batch) + (n_panel - c->direct_panels) * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->groups <= GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
@@ -369,6 +354,16 @@ static ptrdiff_t block_panels(const gemm_context *c) {
     return block < 1 ? 1 : block;
 }
 
+/* Asks for one cache line of each of `rows` rows, `stride` apart (the hardware prefetchers do not
+ * follow rows 4 KiB apart). */
+static void prefetch_line_of_rows(const char *start, ptrdiff_t rows, ptrdiff_t stride) {
+#if DMLQ_X86
+    for (ptrdiff_t r = 0; r < rows; r++) _mm_prefetch(start + r * stride, _MM_HINT_T0);
+#else
+    (void)start, (void)rows, (void)stride;
+#endif
+}
+
 /* Tiles of the one A panel with panels [first, end) of a row-major B, read in place. */
 static void compute_row_major(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t first,
                               ptrdiff_t end) {
@@ -384,7 +379,7 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
         const ptrdiff_t pairs = min_size(ROW_MAJOR_PAIRS, p->k / 2 - pair);
         for (ptrdiff_t n = first; n < end; n++) {
             if (n * nr % 64 == 0) /* the first panel of a cache line: fetch the next line of these rows meanwhile */
-                prefetch_rows(b + 2 * pair * p->b_row + n * nr + 64, 2 * pairs, p->b_row, 1);
+                prefetch_line_of_rows(b + 2 * pair * p->b_row + n * nr + 64, 2 * pairs, p->b_row);
             kernels->dot_row_major(a + pair / 2 * kernels->a_group_bytes, b + 2 * pair * p->b_row + n * nr, p->b_row,
                                    pairs, rows, p->b_signed ? 0 : 0x80, dots);
             for (int i = 0; i < tile_ints; i++) sums[n - first][i] += dots[i];
@@ -618,7 +613,8 @@ static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, i
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
         const int own_b = !c->p->packed_b; /* else the panels packed beforehand are read */
-        pk->b = carve(l, own_b ? (size_t)(c->n_panels * c->b_panel_bytes) : 0);
+        const ptrdiff_t packed_panels = c->n_panels - c->direct_panels; /* the others are read in place */
+        pk->b = carve(l, own_b ? (size_t)(packed_panels * c->b_panel_bytes) : 0);
         pk->row_sums = carve(l, sizeof(int32_t) * (size_t)rows);
         pk->column_sums = carve(l, own_b ? sizeof(int32_t) * (size_t)columns : 0);
         pk->a_offset = pk->b_offset = -1;
@@ -734,9 +730,9 @@ static void pack_beforehand(void *context, int thread, int threads) {
     for (ptrdiff_t unit = dmlq_claim(&job->next_unit); unit < packed->batches * chunks;
          unit = dmlq_claim(&job->next_unit)) {
         const ptrdiff_t batch = unit / chunks, first = unit % chunks * PACK_PANELS;
+        int8_t *panels = packed->panels + batch * packed->n_panels * packed->panel_bytes;
         const b_packing chunk = {packed->kernels, job->b + job->offsets[batch], packed->n, packed->k, job->groups,
-                                 job->b_row, job->b_col, packed->b_signed ? 0 : 0x80,
-                                 packed->panels + batch * packed->n_panels * packed->panel_bytes, packed->panel_bytes,
+                                 job->b_row, job->b_col, packed->b_signed ? 0 : 0x80, panels, 0, packed->panel_bytes,
                                  packed->column_sums + batch * packed->sums_per_batch};
         pack_b_chunk(&chunk, first, min_size(first + PACK_PANELS, packed->n_panels));
     }

@@ -90,7 +90,11 @@ static inline void dequantize_rows_by(dequantize_block_fn block, const dmlq_int4
     }
 }
 
-static void dequantize_rows_portable(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row) {
+/* Rows of either operation, `reciprocal` being quantize's choice of division route. */
+typedef void (*int4_rows_fn)(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int reciprocal);
+
+static void dequantize_rows_portable(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int unused) {
+    (void)unused;
     dequantize_rows_by(dequantize_block_portable, p, first_row, end_row);
 }
 
@@ -197,28 +201,28 @@ static void dequantize_block_avx2(const dmlq_int4_problem *p, ptrdiff_t block_ro
     }
 }
 
-static void dequantize_rows_avx2(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row) {
+static void dequantize_rows_avx2(const dmlq_int4_problem *p, ptrdiff_t first_row, ptrdiff_t end_row, int unused) {
+    (void)unused;
     dequantize_rows_by(dequantize_block_avx2, p, first_row, end_row);
 }
 
 DMLQ_END_TARGET
 #endif
 
-typedef void (*dequantize_rows_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t);
-
 typedef struct {
     const dmlq_int4_problem *p;
     ptrdiff_t rows_per_unit, units, next;
-    dequantize_rows_fn rows;
-} dequantize_context;
+    int reciprocal;
+    int4_rows_fn rows;
+} rows_context;
 
-static void dequantize_units(void *context, int thread, int threads) {
-    dequantize_context *c = context;
+static void run_units(void *context, int thread, int threads) {
+    rows_context *c = context;
     (void)thread;
     (void)threads;
     for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
         const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
-        c->rows(c->p, first, end < c->p->rows ? end : c->p->rows);
+        c->rows(c->p, first, end < c->p->rows ? end : c->p->rows, c->reciprocal);
     }
 }
 
@@ -229,13 +233,21 @@ static ptrdiff_t rows_per_unit(const dmlq_int4_problem *p) {
     return rows < step ? step : rows;
 }
 
-void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
-    dequantize_context c = {p, rows_per_unit(p), 0, 0, dequantize_rows_portable};
-#if DMLQ_X86
-    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.rows = dequantize_rows_avx2;
-#endif
+/* The rows of `p` in units claimed by `threads` threads. */
+static void run_rows(const dmlq_int4_problem *p, int4_rows_fn rows, int reciprocal, int threads) {
+    rows_context c = {p, rows_per_unit(p), 0, 0, reciprocal, rows};
     c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
-    dmlq_parallel(dequantize_units, &c, c.units > 1 ? threads : 1);
+    dmlq_parallel(run_units, &c, c.units > 1 ? threads : 1);
+}
+
+void dmlq_dequantize_int4(const dmlq_int4_problem *p, int threads) {
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) {
+        run_rows(p, dequantize_rows_avx2, 0, threads);
+        return;
+    }
+#endif
+    run_rows(p, dequantize_rows_portable, 0, threads);
 }
 
 /* ---- quantize -------------------------------------------------------------------------------- */
@@ -409,30 +421,12 @@ static void quantize_rows_avx2(const dmlq_int4_problem *p, ptrdiff_t first_row, 
 DMLQ_END_TARGET
 #endif
 
-typedef void (*quantize_rows_fn)(const dmlq_int4_problem *, ptrdiff_t, ptrdiff_t, int);
-
-typedef struct {
-    const dmlq_int4_problem *p;
-    ptrdiff_t rows_per_unit, units, next;
-    int reciprocal;
-    quantize_rows_fn rows;
-} quantize_context;
-
-static void quantize_units(void *context, int thread, int threads) {
-    quantize_context *c = context;
-    (void)thread;
-    (void)threads;
-    for (ptrdiff_t unit = dmlq_claim(&c->next); unit < c->units; unit = dmlq_claim(&c->next)) {
-        const ptrdiff_t first = unit * c->rows_per_unit, end = first + c->rows_per_unit;
-        c->rows(c->p, first, end < c->p->rows ? end : c->p->rows, c->reciprocal);
-    }
-}
-
 void dmlq_quantize_int4(const dmlq_int4_problem *p, int reciprocal, int threads) {
-    quantize_context c = {p, rows_per_unit(p), 0, 0, reciprocal, quantize_rows_portable};
 #if DMLQ_X86
-    if (dmlq_level() >= DMLQ_LEVEL_AVX2) c.rows = quantize_rows_avx2;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) {
+        run_rows(p, quantize_rows_avx2, reciprocal, threads);
+        return;
+    }
 #endif
-    c.units = (p->rows + c.rows_per_unit - 1) / c.rows_per_unit;
-    dmlq_parallel(quantize_units, &c, c.units > 1 ? threads : 1);
+    run_rows(p, quantize_rows_portable, reciprocal, threads);
 }
