@@ -72,6 +72,11 @@ def _is_exactly(value: object, dtype: np.dtype) -> bool:
     return type(value) is np.ndarray and value.dtype is dtype
 
 
+def _scalar_as_array(value: object, dtype: np.dtype) -> object:
+    """A NumPy scalar of ``dtype`` as a 0-d array (then :func:`_is_exactly`); anything else as it is."""
+    return np.asarray(value) if type(value) is dtype.type else value
+
+
 def _native(dtype: np.dtype) -> np.dtype:
     """``dtype`` in native byte order: a byte-swapped array means the same values as a native one."""
     return dtype if dtype.isnative else dtype.newbyteorder("=")
@@ -101,11 +106,27 @@ def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarr
         return array
     if array.dtype.kind not in "iu":
         raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
-    info = np.iinfo(dtype)
-    if array.size and (array.min() < info.min or array.max() > info.max):
-        first = array[(array < info.min) | (array > info.max)][0]  # boolean indexing keeps C order
-        raise DmlError(f"{name}: {first} is outside the {dtype} range [{info.min}, {info.max}]")
+    low, high = _integer_range(dtype)
+    if array.size == 1:  # a Python int's zero point: a plain comparison costs far less than ufuncs
+        outside = not low <= array.item() <= high
+    else:
+        outside = bool(array.size) and (array.min() < low or array.max() > high)
+    if outside:
+        first = array[(array < low) | (array > high)][0]  # boolean indexing keeps C order
+        raise DmlError(f"{name}: {first} is outside the {dtype} range [{low}, {high}]")
     return array.astype(dtype)
+
+
+_INTEGER_RANGES: dict[np.dtype, tuple[int, int]] = {}
+
+
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    """``dtype``'s smallest and largest values (np.iinfo is built anew on every call)."""
+    bounds = _INTEGER_RANGES.get(dtype)
+    if bounds is None:
+        info = np.iinfo(dtype)
+        bounds = _INTEGER_RANGES[dtype] = int(info.min), int(info.max)
+    return bounds
 
 
 def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype, *,
@@ -144,6 +165,7 @@ def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     """A scale converted to ``dtype`` (float32, or float16 beside float16 data): finite, non-zero."""
+    value = _scalar_as_array(value, dtype)
     if _is_exactly(value, dtype) and value.size == 1 and _valid_scale(value.item()):
         return value  # the common per-tensor scale: nothing to convert, a plain float test
     array = _as_array(value, name)
@@ -213,6 +235,7 @@ def _output_dtype(zero_point: object, dtype: object, default: np.dtype, name: st
 def _zero_point(value: object, name: str, dtype: np.dtype,
                 carriers: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
     """A zero point as its tensor's ``dtype``: one that carries another dtype is refused."""
+    value = _scalar_as_array(value, dtype)
     if value is None or _is_exactly(value, dtype):
         return value
     carried = _carried_dtype(value, carriers)
