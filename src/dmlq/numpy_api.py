@@ -594,10 +594,12 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
                                                     out_dtype)),
     }  # fmt: skip
     values = {name: value for name, (_, value) in quantization.items()}
-    out_shape = (*_matrix_batch({"a": a, "b": b, **values}), m, n)
-    ndim = len(out_shape)
-    operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
-                for name, (kind, value) in quantization.items()}  # fmt: skip
+    if _is_plain_matrix_product(a, b, values):
+        out_shape, operands = (m, n), {name: _per_tensor(value) for name, value in values.items()}
+    else:
+        out_shape = (*_matrix_batch({"a": a, "b": b, **values}), m, n)
+        operands = {name: _matrix_quantization(value, name, kind, m, n, len(out_shape))
+                    for name, (kind, value) in quantization.items()}  # fmt: skip
     target = _target(out, out_shape, out_dtype)
     if target.size and k == 0:
         _write_empty_product(operands["output_zero_point"], target)
@@ -645,6 +647,17 @@ def _packed_operands(packed: PackedMatrix, b_scale: object,
     if given:
         raise DmlError(f"{', '.join(given)}: must be None when b is a PackedMatrix (it carries its own)")
     return packed.packed_b.array, packed.b_scale, packed.b_zero_point
+
+
+def _is_plain_matrix_product(a: np.ndarray, b: np.ndarray, values: dict[str, np.ndarray | None]) -> bool:
+    """2-D ``a`` and ``b`` with per-tensor parameters of at most 2 dimensions: a 2-D product with
+    nothing to broadcast (the common case, which skips the general shape rules' cost)."""
+    per_tensor = all(v is None or (v.size == 1 and v.ndim <= 2) for v in values.values())
+    return a.ndim == 2 and b.ndim == 2 and per_tensor
+
+
+def _per_tensor(value: np.ndarray | None) -> np.ndarray | None:
+    return None if value is None else value.reshape(1, 1)
 
 
 def _check_matrix_dimensions(operand: np.ndarray, name: str) -> None:
