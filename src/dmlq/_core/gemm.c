@@ -160,12 +160,11 @@ typedef struct {
 
 static ptrdiff_t pack_chunks(ptrdiff_t panels) { return (panels + PACK_PANELS - 1) / PACK_PANELS; }
 
-/* Panels [first, end) of one B (at most PACK_PANELS), and their column sums. */
-static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
+/* Groups [first_group, groups) of panels [first, end) of one B, by blocks, adding their column sums. */
+static void pack_b_groups(const b_packing *job, ptrdiff_t first, ptrdiff_t end, ptrdiff_t first_group) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
-    memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
-    for (ptrdiff_t g0 = 0; g0 < job->groups; g0 += PACK_GROUPS) {
+    for (ptrdiff_t g0 = first_group; g0 < job->groups; g0 += PACK_GROUPS) {
         const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, job->k - 4 * g0);
         const char *block = job->b + 4 * g0 * job->b_row;
         for (ptrdiff_t panel = first; panel < end; panel++) {
@@ -178,6 +177,24 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
             for (int j = 0; j < nr; j++) job->column_sums[panel * nr + j] += sums[j];
         }
     }
+}
+
+/* Panels [first, end) of one B (at most PACK_PANELS), and their column sums: the whole groups of
+ * full panels by the kernels' own packer where they have one, the rest block by block. */
+static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
+    const gemm_kernels *kernels = job->kernels;
+    const int nr = kernels->nr;
+    memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
+    const int direct = kernels->pack_b_pairs && job->b_col == 1;
+    const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
+    if (full_end > first) {
+        kernels->pack_b_pairs(job->panels + (first - job->first_panel) * job->panel_bytes, job->panel_bytes,
+                              (const uint8_t *)job->b + first * nr, job->b_row, 2 * whole_groups, full_end - first,
+                              job->flip, job->column_sums + first * nr);
+        pack_b_groups(job, first, full_end, whole_groups);
+        first = full_end;
+    }
+    pack_b_groups(job, first, end, 0);
 }
 
 /* ---- portable kernels ----------------------------------------------------------------------------- */
