@@ -22,7 +22,9 @@ enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 
 /* Blocks of HUGE_BYTES or more are aligned to huge pages and, on Linux, asked to be backed by them
  * (as NumPy does for its arrays): a packed 4096 x 11008 B otherwise takes 11 000 page faults, in
- * more time than packing it. */
+ * more time than packing it. Blocks come from malloc, aligned here: the C library then hands a block
+ * freed by one packing to the next one of that size with its pages in place, as it does for NumPy's
+ * arrays, where posix_memalign's larger request maps (and the kernel clears) fresh pages each time. */
 #define HUGE_BYTES ((size_t)4 << 20)
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
@@ -30,8 +32,12 @@ static void *allocate(size_t bytes) {
 #if defined(_WIN32) /* MSVC, mingw-w64 and clang-cl alike: no posix_memalign */
     return _aligned_malloc(bytes ? bytes : 64, 64);
 #else
-    void *memory = NULL;
-    if (posix_memalign(&memory, bytes >= HUGE_BYTES ? HUGE_PAGE_BYTES : 64, bytes ? bytes : 64) != 0) return NULL;
+    const size_t alignment = bytes >= HUGE_BYTES ? HUGE_PAGE_BYTES : 64;
+    char *block = malloc(bytes + alignment + sizeof(void *)); /* room to align, and for block's address */
+    if (!block) return NULL;
+    const uintptr_t start = (uintptr_t)(block + sizeof(void *));
+    char *memory = block + sizeof(void *) + (alignment - start % alignment) % alignment;
+    memcpy(memory - sizeof(void *), &block, sizeof block);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (bytes >= HUGE_BYTES) madvise(memory, bytes, MADV_HUGEPAGE); /* only advice: failure changes nothing */
 #endif
@@ -43,7 +49,10 @@ static void release(void *memory) {
 #if defined(_WIN32)
     _aligned_free(memory);
 #else
-    free(memory);
+    if (!memory) return;
+    void *block;
+    memcpy(&block, (char *)memory - sizeof(void *), sizeof block);
+    free(block);
 #endif
 }
 
