@@ -157,9 +157,11 @@ static void column_sums_avx2(const int8_t *b, ptrdiff_t groups, int columns, int
 /* ---- packing B ----------------------------------------------------------------------------------- */
 
 enum {
-    STRIP_PANELS = 4,                  /* panels packed side by side: a whole cache line of each row */
-    STRIP_BYTES = STRIP_PANELS * NR,   /* one row's bytes of a strip */
-    SUM_PAIRS = 128                    /* pairs of k summed in int16 before widening: |sum| <= 128 * 256 */
+    /* Panels packed side by side: 2 whole cache lines of each row, and 8 streams of output (panels
+     * are often a multiple of 4 KiB apart: the lines of one cache set, which has 8 ways) */
+    STRIP_PANELS = 8,
+    STRIP_BYTES = STRIP_PANELS * NR, /* one row's bytes of a strip */
+    SUM_PAIRS = 128                  /* pairs of k summed in int16 before widening: |sum| <= 128 * 256 */
 };
 
 /* 16 (`wide` = 0) or 32 columns of a pair of rows, xor flip, in the pair layout: one panel's pair of
@@ -181,9 +183,10 @@ static ALWAYS_INLINE void interleave_pair(const uint8_t *row, ptrdiff_t b_row, _
     panel[1] = _mm256_permute2x128_si256(low, high, 0x31);
 }
 
-/* Pairs [first, end) (at most SUM_PAIRS) of `panels` (1, 2 or 4) side-by-side panels, their column
- * sums added to sums while the bytes are in registers. Rows a page or more apart are not followed
- * by the hardware prefetchers: each row's line of the next strip is asked for meanwhile. */
+/* Pairs [first, end) (at most SUM_PAIRS) of `panels` (1, 2 or STRIP_PANELS) side-by-side panels,
+ * their column sums added to sums while the bytes are in registers. Rows a page or more apart are
+ * not followed by the hardware prefetchers: each row's lines two strips on are asked for meanwhile
+ * (measured a little faster than one strip on; a strip of 4 panels was slower than 8). */
 static ALWAYS_INLINE void pack_strip(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
                                      ptrdiff_t first, ptrdiff_t end, __m256i flip, int32_t *sums, const int panels) {
     const __m256i ones = _mm256_set1_epi8(1);
@@ -191,8 +194,10 @@ static ALWAYS_INLINE void pack_strip(int8_t *dst, ptrdiff_t panel_bytes, const u
     for (int s = 0; s < panels; s++) acc[s] = _mm256_setzero_si256();
     for (ptrdiff_t p = first; p < end; p++) {
         const uint8_t *rows = b + 2 * p * b_row;
-        _mm_prefetch((const char *)rows + STRIP_BYTES, _MM_HINT_T0);
-        _mm_prefetch((const char *)rows + b_row + STRIP_BYTES, _MM_HINT_T0);
+        for (int line = 0; line < STRIP_BYTES; line += 64) {
+            _mm_prefetch((const char *)rows + 2 * STRIP_BYTES + line, _MM_HINT_T0);
+            _mm_prefetch((const char *)rows + b_row + 2 * STRIP_BYTES + line, _MM_HINT_T0);
+        }
         __m256i panel[STRIP_PANELS];
         for (int s = 0; s < panels; s += 2) interleave_pair(rows + s * NR, b_row, flip, panels > 1, panel + s);
         for (int s = 0; s < panels; s++) {
@@ -210,8 +215,8 @@ static ALWAYS_INLINE void pack_strip(int8_t *dst, ptrdiff_t panel_bytes, const u
     }
 }
 
-/* Strips of 4 panels (then 2, then 1) through SUM_PAIRS pairs at a time: the rows of those pairs
- * stay in the caches while the strips take their lines. */
+/* Strips of STRIP_PANELS panels (then 2, then 1) through SUM_PAIRS pairs at a time: the rows of
+ * those pairs stay in the caches while the strips take their lines. */
 static void pack_b_pairs_avx2(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t pairs,
                               ptrdiff_t panels, uint8_t flip, int32_t *sums) {
     const __m256i flips = _mm256_set1_epi8((char)flip);
