@@ -90,14 +90,6 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
     _mm_storeu_si128((__m128i *)(dst + 32), _mm_unpacklo_epi16(high01, high23));
     _mm_storeu_si128((__m128i *)(dst + 48), _mm_unpackhi_epi16(high01, high23));
 }
-
-/* One pair of rows x 16 columns of row-major B into [16 columns][2]. */
-static void interleave_16_column_pairs(uint8_t *dst, const uint8_t *const *rows, ptrdiff_t column, __m128i flip) {
-    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + column)), flip);
-    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + column)), flip);
-    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi8(r0, r1));
-    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi8(r0, r1));
-}
 #endif
 
 /* Where element (kk, n) of a panel goes (gemm.h's two layouts). */
@@ -106,23 +98,19 @@ static ptrdiff_t packed_offset(int nr, int pair_layout, ptrdiff_t kk, ptrdiff_t 
     return pair_layout ? (group * 2 + t / 2) * nr * 2 + n * 2 + t % 2 : (group * nr + n) * 4 + t;
 }
 
-/* Full groups of 16 columns of row-major B, with SSE2: how many groups were packed. */
+/* Full groups of 16 columns of row-major B in the group layout, with SSE2: how many groups were
+ * packed (none in the pair layout, whose kernels pack the whole groups of such panels themselves,
+ * pack_b_pairs). */
 static ptrdiff_t pack_b_rows(uint8_t *dst, int nr, int pair_layout, const uint8_t *b, ptrdiff_t columns, ptrdiff_t k,
                              ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
 #if DMLQ_X86
-    if (b_col != 1 || columns != nr || nr % 16 != 0) return 0;
+    if (pair_layout || b_col != 1 || columns != nr || nr % 16 != 0) return 0;
     const __m128i flip16 = _mm_set1_epi8((char)flip);
     for (ptrdiff_t g = 0; g < k / 4; g++) {
         const uint8_t *rows[4];
         for (int t = 0; t < 4; t++) rows[t] = b + (4 * g + t) * b_row;
-        for (ptrdiff_t n = 0; n < nr; n += 16) {
-            if (!pair_layout) {
-                interleave_16_columns(dst + packed_offset(nr, 0, 4 * g, n), rows, n, flip16);
-                continue;
-            }
-            interleave_16_column_pairs(dst + packed_offset(nr, 1, 4 * g, n), rows, n, flip16);
-            interleave_16_column_pairs(dst + packed_offset(nr, 1, 4 * g + 2, n), rows + 2, n, flip16);
-        }
+        for (ptrdiff_t n = 0; n < nr; n += 16)
+            interleave_16_columns(dst + packed_offset(nr, 0, 4 * g, n), rows, n, flip16);
     }
     return k / 4;
 #else
