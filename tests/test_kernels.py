@@ -512,6 +512,33 @@ def test_matmul_long_k_random(level):
     assert 0.9 < np.mean((got > 0) & (got < 255))
 
 
+@pytest.mark.parametrize("b_layout", ["contiguous", "rows reversed", "rows padded"])
+@pytest.mark.parametrize("b_type, b_value", [(I8, -128), (I8, 127), (U8, 0), (U8, 255)])
+def test_matmul_packs_extreme_columns_exactly(level, b_type, b_value, b_layout):
+    """B packed with its column sums (more than 4 rows of A): panels side by side in fours, twos
+    and ones and a column tail (N = 117), K over several blocks of the packer's int16 sums and not a
+    multiple of 4 (1031), every byte of B at an extreme and one away from its zero point, so that a
+    column sum off by anything moves every output."""
+    rng = np.random.default_rng(23)
+    m, k, n = 9, 1031, 117
+    wide = np.full((k, n + 40), b_value, b_type)
+    layouts = {"contiguous": wide[:, :n], "rows reversed": wide[::-1, :n], "rows padded": wide[:, 3 : 3 + n]}
+    b = layouts[b_layout]
+    b_zero = b_value + (1 if b_value == np.iinfo(b_type).min else -1)
+    views = {
+        "a": integers(rng, U8, (m, k)),
+        "a_scale": F32([[1.0]]),
+        "a_zero_point": U8([[128]]),
+        "b": b,
+        "b_scale": F32([[1.0]]),
+        "b_zero_point": b_type([[b_zero]]),
+        "output_scale": F32([[128.0]]),
+        "output_zero_point": U8([[128]]),
+    }
+    got = check_matmul(views, U8)
+    assert ((0 < got) & (got < 255)).all() and len(np.unique(got)) > 3  # every output unclamped
+
+
 @pytest.mark.parametrize("reciprocal", [False, True])
 def test_matmul_exact_and_near_ties(level, reciprocal):
     """Output scales at and next to 2: every odd sum is a tie or a hair away from one."""

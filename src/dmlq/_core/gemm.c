@@ -22,7 +22,9 @@ enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 
 /* Blocks of HUGE_BYTES or more are aligned to huge pages and, on Linux, asked to be backed by them
  * (as NumPy does for its arrays): a packed 4096 x 11008 B otherwise takes 11 000 page faults, in
- * more time than packing it. */
+ * more time than packing it. Blocks come from malloc, aligned here: the C library then hands a block
+ * freed by one packing to the next one of that size with its pages in place, as it does for NumPy's
+ * arrays, where posix_memalign's larger request maps (and the kernel clears) fresh pages each time. */
 #define HUGE_BYTES ((size_t)4 << 20)
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
@@ -30,8 +32,12 @@ static void *allocate(size_t bytes) {
 #if defined(_WIN32) /* MSVC, mingw-w64 and clang-cl alike: no posix_memalign */
     return _aligned_malloc(bytes ? bytes : 64, 64);
 #else
-    void *memory = NULL;
-    if (posix_memalign(&memory, bytes >= HUGE_BYTES ? HUGE_PAGE_BYTES : 64, bytes ? bytes : 64) != 0) return NULL;
+    const size_t alignment = bytes >= HUGE_BYTES ? HUGE_PAGE_BYTES : 64;
+    char *block = malloc(bytes + alignment + sizeof(void *)); /* room to align, and for block's address */
+    if (!block) return NULL;
+    const uintptr_t start = (uintptr_t)(block + sizeof(void *));
+    char *memory = block + sizeof(void *) + (alignment - start % alignment) % alignment;
+    memcpy(memory - sizeof(void *), &block, sizeof block);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (bytes >= HUGE_BYTES) madvise(memory, bytes, MADV_HUGEPAGE); /* only advice: failure changes nothing */
 #endif
@@ -43,7 +49,10 @@ static void release(void *memory) {
 #if defined(_WIN32)
     _aligned_free(memory);
 #else
-    free(memory);
+    if (!memory) return;
+    void *block;
+    memcpy(&block, (char *)memory - sizeof(void *), sizeof block);
+    free(block);
 #endif
 }
 
@@ -81,14 +90,6 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
     _mm_storeu_si128((__m128i *)(dst + 32), _mm_unpacklo_epi16(high01, high23));
     _mm_storeu_si128((__m128i *)(dst + 48), _mm_unpackhi_epi16(high01, high23));
 }
-
-/* One pair of rows x 16 columns of row-major B into [16 columns][2]. */
-static void interleave_16_column_pairs(uint8_t *dst, const uint8_t *const *rows, ptrdiff_t column, __m128i flip) {
-    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + column)), flip);
-    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + column)), flip);
-    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi8(r0, r1));
-    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi8(r0, r1));
-}
 #endif
 
 /* Where element (kk, n) of a panel goes (gemm.h's two layouts). */
@@ -97,23 +98,19 @@ static ptrdiff_t packed_offset(int nr, int pair_layout, ptrdiff_t kk, ptrdiff_t 
     return pair_layout ? (group * 2 + t / 2) * nr * 2 + n * 2 + t % 2 : (group * nr + n) * 4 + t;
 }
 
-/* Full groups of 16 columns of row-major B, with SSE2: how many groups were packed. */
+/* Full groups of 16 columns of row-major B in the group layout, with SSE2: how many groups were
+ * packed (none in the pair layout, whose kernels pack the whole groups of such panels themselves,
+ * pack_b_pairs). */
 static ptrdiff_t pack_b_rows(uint8_t *dst, int nr, int pair_layout, const uint8_t *b, ptrdiff_t columns, ptrdiff_t k,
                              ptrdiff_t b_row, ptrdiff_t b_col, uint8_t flip) {
 #if DMLQ_X86
-    if (b_col != 1 || columns != nr || nr % 16 != 0) return 0;
+    if (pair_layout || b_col != 1 || columns != nr || nr % 16 != 0) return 0;
     const __m128i flip16 = _mm_set1_epi8((char)flip);
     for (ptrdiff_t g = 0; g < k / 4; g++) {
         const uint8_t *rows[4];
         for (int t = 0; t < 4; t++) rows[t] = b + (4 * g + t) * b_row;
-        for (ptrdiff_t n = 0; n < nr; n += 16) {
-            if (!pair_layout) {
-                interleave_16_columns(dst + packed_offset(nr, 0, 4 * g, n), rows, n, flip16);
-                continue;
-            }
-            interleave_16_column_pairs(dst + packed_offset(nr, 1, 4 * g, n), rows, n, flip16);
-            interleave_16_column_pairs(dst + packed_offset(nr, 1, 4 * g + 2, n), rows + 2, n, flip16);
-        }
+        for (ptrdiff_t n = 0; n < nr; n += 16)
+            interleave_16_columns(dst + packed_offset(nr, 0, 4 * g, n), rows, n, flip16);
     }
     return k / 4;
 #else
@@ -160,12 +157,11 @@ typedef struct {
 
 static ptrdiff_t pack_chunks(ptrdiff_t panels) { return (panels + PACK_PANELS - 1) / PACK_PANELS; }
 
-/* Panels [first, end) of one B (at most PACK_PANELS), and their column sums. */
-static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
+/* Groups [first_group, groups) of panels [first, end) of one B, by blocks, adding their column sums. */
+static void pack_b_groups(const b_packing *job, ptrdiff_t first, ptrdiff_t end, ptrdiff_t first_group) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
-    memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
-    for (ptrdiff_t g0 = 0; g0 < job->groups; g0 += PACK_GROUPS) {
+    for (ptrdiff_t g0 = first_group; g0 < job->groups; g0 += PACK_GROUPS) {
         const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, job->k - 4 * g0);
         const char *block = job->b + 4 * g0 * job->b_row;
         for (ptrdiff_t panel = first; panel < end; panel++) {
@@ -178,6 +174,24 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
             for (int j = 0; j < nr; j++) job->column_sums[panel * nr + j] += sums[j];
         }
     }
+}
+
+/* Panels [first, end) of one B (at most PACK_PANELS), and their column sums: the whole groups of
+ * full panels by the kernels' own packer where they have one, the rest block by block. */
+static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
+    const gemm_kernels *kernels = job->kernels;
+    const int nr = kernels->nr;
+    memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
+    const int direct = kernels->pack_b_pairs && job->b_col == 1;
+    const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
+    if (full_end > first) {
+        kernels->pack_b_pairs(job->panels + (first - job->first_panel) * job->panel_bytes, job->panel_bytes,
+                              (const uint8_t *)job->b + first * nr, job->b_row, 2 * whole_groups, full_end - first,
+                              job->flip, job->column_sums + first * nr);
+        pack_b_groups(job, first, full_end, whole_groups);
+        first = full_end;
+    }
+    pack_b_groups(job, first, end, 0);
 }
 
 /* ---- portable kernels ----------------------------------------------------------------------------- */

@@ -81,6 +81,11 @@ typedef struct {
     void (*row_sums)(const uint8_t *a, ptrdiff_t lda, ptrdiff_t k, int rows, int32_t *sums);
     /* The sums of a packed B panel of `columns` columns. */
     void (*column_sums)(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
+    /* Optional, for kernels with `b_pair_layout`: `panels` whole panels of `pairs` pairs of k of a
+     * row-major B with contiguous columns (bytes xor `flip`, rows b_row apart, the first panel's
+     * columns from b on) into panels panel_bytes apart from dst, each column's sum added to sums. */
+    void (*pack_b_pairs)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t pairs,
+                         ptrdiff_t panels, uint8_t flip, int32_t *sums);
     /* Called by each thread before and after its share of a multiply (may be NULL). */
     void (*begin)(void);
     void (*end)(void);

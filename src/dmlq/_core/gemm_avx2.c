@@ -154,6 +154,91 @@ static void column_sums_avx2(const int8_t *b, ptrdiff_t groups, int columns, int
     }
 }
 
+/* ---- packing B ----------------------------------------------------------------------------------- */
+
+enum {
+    /* Panels packed side by side: 2 whole cache lines of each row, and 8 streams of output (panels
+     * are often a multiple of 4 KiB apart: the lines of one cache set, which has 8 ways) */
+    STRIP_PANELS = 8,
+    STRIP_BYTES = STRIP_PANELS * NR, /* one row's bytes of a strip */
+    SUM_PAIRS = 128                  /* pairs of k summed in int16 before widening: |sum| <= 128 * 256 */
+};
+
+/* 16 (`wide` = 0) or 32 columns of a pair of rows, xor flip, in the pair layout: one panel's pair of
+ * k per vector. */
+static ALWAYS_INLINE void interleave_pair(const uint8_t *row, ptrdiff_t b_row, __m256i flip, int wide,
+                                          __m256i *panel) {
+    if (!wide) {
+        const __m128i flip16 = _mm256_castsi256_si128(flip);
+        const __m128i first = _mm_xor_si128(_mm_loadu_si128((const __m128i *)row), flip16);
+        const __m128i second = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row + b_row)), flip16);
+        panel[0] = _mm256_set_m128i(_mm_unpackhi_epi8(first, second), _mm_unpacklo_epi8(first, second));
+        return;
+    }
+    const __m256i first = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)row), flip);
+    const __m256i second = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + b_row)), flip);
+    const __m256i low = _mm256_unpacklo_epi8(first, second);  /* columns 0-7 | 16-23 */
+    const __m256i high = _mm256_unpackhi_epi8(first, second); /* columns 8-15 | 24-31 */
+    panel[0] = _mm256_permute2x128_si256(low, high, 0x20);
+    panel[1] = _mm256_permute2x128_si256(low, high, 0x31);
+}
+
+/* Pairs [first, end) (at most SUM_PAIRS) of `panels` (1, 2 or STRIP_PANELS) side-by-side panels,
+ * their column sums added to sums while the bytes are in registers. Rows a page or more apart are
+ * not followed by the hardware prefetchers: each row's lines two strips on are asked for meanwhile
+ * (measured a little faster than one strip on; a strip of 4 panels was slower than 8). */
+static ALWAYS_INLINE void pack_strip(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
+                                     ptrdiff_t first, ptrdiff_t end, __m256i flip, int32_t *sums, const int panels) {
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256i acc[STRIP_PANELS];
+    for (int s = 0; s < panels; s++) acc[s] = _mm256_setzero_si256();
+    for (ptrdiff_t p = first; p < end; p++) {
+        const uint8_t *rows = b + 2 * p * b_row;
+        for (int line = 0; line < STRIP_BYTES; line += 64) {
+            _mm_prefetch((const char *)rows + 2 * STRIP_BYTES + line, _MM_HINT_T0);
+            _mm_prefetch((const char *)rows + b_row + 2 * STRIP_BYTES + line, _MM_HINT_T0);
+        }
+        __m256i panel[STRIP_PANELS];
+        for (int s = 0; s < panels; s += 2) interleave_pair(rows + s * NR, b_row, flip, panels > 1, panel + s);
+        for (int s = 0; s < panels; s++) {
+            _mm256_storeu_si256((__m256i *)(dst + s * panel_bytes + p * PAIR_B_BYTES), panel[s]);
+            acc[s] = _mm256_add_epi16(acc[s], _mm256_maddubs_epi16(ones, panel[s])); /* per column */
+        }
+    }
+    for (int s = 0; s < panels; s++) {
+        int32_t *column = sums + s * NR;
+        const __m256i low = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[s]));
+        const __m256i high = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[s], 1));
+        _mm256_storeu_si256((__m256i *)column, _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)column), low));
+        _mm256_storeu_si256((__m256i *)(column + 8),
+                            _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(column + 8)), high));
+    }
+}
+
+/* Strips of STRIP_PANELS panels (then 2, then 1) through SUM_PAIRS pairs at a time: the rows of
+ * those pairs stay in the caches while the strips take their lines. */
+static void pack_b_pairs_avx2(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t pairs,
+                              ptrdiff_t panels, uint8_t flip, int32_t *sums) {
+    const __m256i flips = _mm256_set1_epi8((char)flip);
+    for (ptrdiff_t first = 0; first < pairs; first += SUM_PAIRS) {
+        const ptrdiff_t end = first + SUM_PAIRS < pairs ? first + SUM_PAIRS : pairs;
+        for (ptrdiff_t j = 0; j < panels;) {
+            int8_t *strip = dst + j * panel_bytes;
+            const uint8_t *columns = b + j * NR;
+            if (j + STRIP_PANELS <= panels) {
+                pack_strip(strip, panel_bytes, columns, b_row, first, end, flips, sums + j * NR, STRIP_PANELS);
+                j += STRIP_PANELS;
+            } else if (j + 2 <= panels) {
+                pack_strip(strip, panel_bytes, columns, b_row, first, end, flips, sums + j * NR, 2);
+                j += 2;
+            } else {
+                pack_strip(strip, panel_bytes, columns, b_row, first, end, flips, sums + j * NR, 1);
+                j += 1;
+            }
+        }
+    }
+}
+
 /* ---- requantization ---------------------------------------------------------------------------- */
 
 /* 8 int32 as 8 saturated bytes (int8 when `is_signed`, else uint8), in the low half. */
@@ -257,7 +342,8 @@ static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_q
 const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
                                      .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
                                      .row_major_rows = ROW_MAJOR_ROWS, .requantize = requantize_avx2,
-                                     .pack_a = pack_a_avx2, .column_sums = column_sums_avx2};
+                                     .pack_a = pack_a_avx2, .column_sums = column_sums_avx2,
+                                     .pack_b_pairs = pack_b_pairs_avx2};
 
 DMLQ_END_TARGET
 #endif
