@@ -178,7 +178,7 @@ def _scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     if scale.size == 1:  # one scale: plain float tests cost far less than ufuncs
         valid = _valid_scale(scale.item())
     else:
-        valid = bool(np.all(np.isfinite(scale))) and not np.any(scale == 0)
+        valid = bool(np.isfinite(scale).all()) and bool(scale.all())  # all(): no element is 0
     if not valid:
         _raise_scale_error(name, array, scale)
     return scale
@@ -587,8 +587,9 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     quantization = {
         "a_scale": ("row", _scale(a_scale, "a_scale", F32)),
         "a_zero_point": ("row", _zero_point(a_zero_point, "a_zero_point", a.dtype)),
-        "b_scale": ("column", _scale(b_scale, "b_scale", F32)),
-        "b_zero_point": ("column", _zero_point(b_zero_point, "b_zero_point", b.dtype)),
+        "b_scale": ("column", b_scale if packed else _scale(b_scale, "b_scale", F32)),
+        "b_zero_point": ("column", b_zero_point if packed else _zero_point(b_zero_point, "b_zero_point",
+                                                                          b.dtype)),
         "output_scale": ("output", _scale(output_scale, "output_scale", F32)),
         "output_zero_point": ("output", _zero_point(output_zero_point, "output_zero_point",
                                                     out_dtype)),
@@ -638,7 +639,8 @@ def pack_matrix_multiply_b(
 
 def _packed_operands(packed: PackedMatrix, b_scale: object,
                      b_zero_point: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:  # fmt: skip
-    """A packed B's own B, scale and zero point; DmlError if the call passes a scale or zero point too."""
+    """A packed B's own B, scale and zero point (checked when it was packed, and read-only since);
+    DmlError if the call passes a scale or zero point too."""
     given = [
         name
         for name, value in {"b_scale": b_scale, "b_zero_point": b_zero_point}.items()
