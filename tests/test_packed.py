@@ -78,6 +78,19 @@ def test_packed_b_gives_the_unpacked_bits(level, shapes, b_dtype, per_column, rn
     assert np.array_equal(multiply(arguments, pack(arguments)), want)
 
 
+@pytest.mark.parametrize("scale_shape", [(1, 96), (1, 1, 96)], ids=["[1, N]", "[1, 1, N]"])
+def test_packed_per_column_parameters_of_any_shape_give_the_unpacked_result(scale_shape, rng) -> None:
+    """A packed B's per-column scale and zero point as [1, N] (a 2-D product) or [1, 1, N] (which
+    makes the result 3-D, as for unpacked operands)."""
+    arguments = operands(rng, (2, 64), (64, 96), "int8", per_column=True)
+    arguments["b_scale"] = arguments["b_scale"].reshape(scale_shape)
+    arguments["b_zero_point"] = arguments["b_zero_point"].reshape(scale_shape)
+    want = multiply(arguments)
+    got = multiply(arguments, pack(arguments))
+    assert got.shape == want.shape == (1,) * (len(scale_shape) - 2) + (2, 96)
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(
     "shapes",

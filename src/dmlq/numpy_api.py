@@ -595,8 +595,9 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
                                                     out_dtype)),
     }  # fmt: skip
     values = {name: value for name, (_, value) in quantization.items()}
-    if _is_plain_matrix_product(a, b, values):
-        out_shape, operands = (m, n), {name: _per_tensor(value) for name, value in values.items()}
+    checked = ("b_scale", "b_zero_point") if packed else ()
+    if _is_plain_matrix_product(a, b, values, checked):
+        out_shape, operands = (m, n), {name: _as_row(value) for name, value in values.items()}
     else:
         out_shape = (*_matrix_batch({"a": a, "b": b, **values}), m, n)
         operands = {name: _matrix_quantization(value, name, kind, m, n, len(out_shape))
@@ -651,15 +652,18 @@ def _packed_operands(packed: PackedMatrix, b_scale: object,
     return packed.packed_b.array, packed.b_scale, packed.b_zero_point
 
 
-def _is_plain_matrix_product(a: np.ndarray, b: np.ndarray, values: dict[str, np.ndarray | None]) -> bool:
-    """2-D ``a`` and ``b`` with per-tensor parameters of at most 2 dimensions: a 2-D product with
-    nothing to broadcast (the common case, which skips the general shape rules' cost)."""
-    per_tensor = all(v is None or (v.size == 1 and v.ndim <= 2) for v in values.values())
-    return a.ndim == 2 and b.ndim == 2 and per_tensor
+def _is_plain_matrix_product(a: np.ndarray, b: np.ndarray, values: dict[str, np.ndarray | None],
+                             checked: tuple[str, ...]) -> bool:  # fmt: skip
+    """2-D ``a`` and ``b`` with parameters of at most 2 dimensions, each per-tensor or among
+    ``checked`` (a packed B's, per-column: checked when it was packed): a 2-D product with nothing
+    to broadcast (the common case, which skips the general shape rules' cost)."""
+    plain = all(v is None or (v.ndim <= 2 and (v.size == 1 or name in checked)) for name, v in values.items())
+    return a.ndim == 2 and b.ndim == 2 and plain
 
 
-def _per_tensor(value: np.ndarray | None) -> np.ndarray | None:
-    return None if value is None else value.reshape(1, 1)
+def _as_row(value: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor ``[1, 1]`` or per-column ``[1, N]`` parameter of a 2-D product."""
+    return None if value is None else value.reshape(1, -1)
 
 
 def _check_matrix_dimensions(operand: np.ndarray, name: str) -> None:
