@@ -55,6 +55,7 @@ import numpy as np
 
 from .errors import DmlError
 from .int4 import four_bit_dtype
+from .reference.saturate import integer_range
 
 __all__ = [
     "DEFAULT_CHUNK_MB",
@@ -229,7 +230,7 @@ class _BlockJob:
 
     def _integers(self, values: np.ndarray, name: str = "zero_point") -> np.ndarray:
         """``values`` in the job's integer type; DmlError naming ``name`` for one out of its range."""
-        low, high = _integer_range(self.dtype)
+        low, high = integer_range(self.dtype)
         wide = np.asarray(values, np.float64)
         outside = (wide < low) | (wide > high) | (wide != np.round(wide))
         if outside.any():
@@ -295,12 +296,6 @@ def _checked_axis(axis: int, ndim: int) -> int:
     if not -ndim <= axis < ndim:
         raise DmlError(f"axis: {axis} is out of range for an array of {ndim} dimensions")
     return axis % ndim
-
-
-def _integer_range(dtype: np.dtype) -> tuple[int, int]:
-    if dtype.name in ("int4", "uint4"):
-        return (-8, 7) if dtype.name == "int4" else (0, 15)
-    return int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
 
 
 def _values_dtype(dtype: np.dtype) -> np.dtype:

@@ -36,7 +36,7 @@ from .ops import (
     QuantizedLinearMatrixMultiply,
 )
 from .packed import PackedMatrix
-from .reference.saturate import saturate
+from .reference.saturate import integer_range, saturate
 from .tensor import MAX_DIMENSION_COUNT, TensorDesc
 from .types import DataType
 
@@ -106,7 +106,7 @@ def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarr
         return array
     if array.dtype.kind not in "iu":
         raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
-    low, high = _integer_range(dtype)
+    low, high = integer_range(dtype)
     if array.size == 1:  # a Python int's zero point: a plain comparison costs far less than ufuncs
         outside = not low <= array.item() <= high
     else:
@@ -115,18 +115,6 @@ def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarr
         first = array[(array < low) | (array > high)][0]  # boolean indexing keeps C order
         raise DmlError(f"{name}: {first} is outside the {dtype} range [{low}, {high}]")
     return array.astype(dtype)
-
-
-_INTEGER_RANGES: dict[np.dtype, tuple[int, int]] = {}
-
-
-def _integer_range(dtype: np.dtype) -> tuple[int, int]:
-    """``dtype``'s smallest and largest values (np.iinfo is built anew on every call)."""
-    bounds = _INTEGER_RANGES.get(dtype)
-    if bounds is None:
-        info = np.iinfo(dtype)
-        bounds = _INTEGER_RANGES[dtype] = int(info.min), int(info.max)
-    return bounds
 
 
 def _operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype, *,
