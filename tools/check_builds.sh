@@ -6,9 +6,9 @@
 #
 # Needs (Debian/Ubuntu): apt-get install gcc clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross mingw-w64
 # It installs nothing; a missing compiler is reported as a failure. Exit status: 0 when every check passed.
-# Windows: module.c needs the Windows Python headers, so the other sources are compiled and linked into
-# a DLL (which catches functions Windows lacks); module.c is left out there.
-# ARM64: every source is compiled; module.c against this machine's Python and NumPy headers (both LP64).
+# Windows: the Python bindings (py_*.c) need the Windows Python headers, so the other sources are compiled
+# and linked into a DLL (which catches functions Windows lacks); py_*.c are left out there.
+# ARM64: every source is compiled; py_*.c against this machine's Python and NumPy headers (both LP64).
 # Cross-compiled code is compiled, not run.
 set -u
 cd "$(dirname "$0")/.."
@@ -83,7 +83,7 @@ link_windows_dll() {
 }
 
 OBJECT_DIRS=0
-NON_MODULE_SOURCES=($(ls "$CORE"/*.c | grep -v '/module\.c$'))
+KERNEL_SOURCES=($(ls "$CORE"/*.c | grep -v '/py_[^/]*\.c$'))
 PY_INCLUDES=(-I"$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
              -I"$("$PYTHON" -c 'import numpy; print(numpy.get_include())')"
              -DNPY_NO_DEPRECATED_API=NPY_1_24_API_VERSION -DNPY_TARGET_VERSION=NPY_1_24_API_VERSION)
@@ -97,12 +97,12 @@ cross_compile "aarch64 Linux, clang: compile every source" "clang libc6-dev-arm6
     clang --target=aarch64-linux-gnu "${PY_INCLUDES[@]}" -- "$CORE"/*.c
 
 cross_compile "Windows x86-64, mingw-w64 GCC: compile" mingw-w64 \
-    x86_64-w64-mingw32-gcc -- "${NON_MODULE_SOURCES[@]}" &&
+    x86_64-w64-mingw32-gcc -- "${KERNEL_SOURCES[@]}" &&
     link_windows_dll "Windows x86-64, mingw-w64 GCC: link a DLL"
 cross_compile "Windows x86-64, mingw-w64 GCC: OpenMP threads" mingw-w64 \
     x86_64-w64-mingw32-gcc -fopenmp -- "$CORE/parallel.c"
 cross_compile "Windows x86-64, clang (mingw-w64): compile" "clang mingw-w64" \
-    clang --target=x86_64-w64-mingw32 -- "${NON_MODULE_SOURCES[@]}" &&
+    clang --target=x86_64-w64-mingw32 -- "${KERNEL_SOURCES[@]}" &&
     link_windows_dll "Windows x86-64, clang (mingw-w64): link a DLL"
 
 # The build setup.py makes when its probe finds no usable AMX compiler or assembler.

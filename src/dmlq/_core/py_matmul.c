@@ -1,0 +1,294 @@
+/* dmlq._core's matrix multiply: B packed once (pack_b), matmul on arrays, and the NumPy layer's
+ * per-tensor call in one step (matmul_per_tensor). */
+#include "py_arrays.h"
+
+/* A [rows, columns] scale or zero point, broadcast along its size-1 dimensions, as a vector. */
+static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const char *name, float *floats,
+                       int32_t *integers) {
+    if (!array) {
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = 0;
+        return 0;
+    }
+    const int type = dmlq_py_type_of(array);
+    const int wanted_float = floats != NULL;
+    if (PyArray_NDIM(array) != 2 || (wanted_float ? type != DMLQ_F32 : (type != DMLQ_U8 && type != DMLQ_I8))) {
+        PyErr_Format(PyExc_ValueError, "%s must be a 2-D %s array", name, wanted_float ? "float32" : "8-bit");
+        return -1;
+    }
+    const ptrdiff_t size = PyArray_DIM(array, axis), other = PyArray_DIM(array, 1 - axis);
+    if ((size != 1 && size != length) || other != 1) {
+        PyErr_Format(PyExc_ValueError, "%s has a shape that is neither per-tensor nor per-%s", name,
+                     axis == 0 ? "row" : "column");
+        return -1;
+    }
+    const char *data = PyArray_BYTES(array);
+    const ptrdiff_t stride = size == 1 ? 0 : PyArray_STRIDE(array, axis);
+    if (wanted_float) /* one loop per type: a long per-column vector is read on every call */
+        for (ptrdiff_t i = 0; i < length; i++) floats[i] = *(const float *)(data + i * stride);
+    else if (type == DMLQ_I8)
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const int8_t *)(data + i * stride);
+    else
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const uint8_t *)(data + i * stride);
+    return 0;
+}
+
+/* Byte offsets of every batch (the dimensions before the last two), in row-major batch order. */
+static void batch_offsets(PyArrayObject *array, PyArrayObject *out, ptrdiff_t *offsets) {
+    const int batch_dims = PyArray_NDIM(out) - 2;
+    ptrdiff_t index[2] = {0, 0}, count = 1;
+    for (int d = 0; d < batch_dims; d++) count *= PyArray_DIM(out, d);
+    for (ptrdiff_t b = 0; b < count; b++) {
+        ptrdiff_t offset = 0;
+        for (int d = 0; d < batch_dims; d++) offset += index[d] * PyArray_STRIDE(array, d);
+        offsets[b] = offset;
+        for (int d = batch_dims - 1; d >= 0 && ++index[d] == PyArray_DIM(out, d); d--) index[d] = 0;
+    }
+}
+
+static int check_matrices(PyArrayObject *a, PyArrayObject *b, PyArrayObject *out) {
+    const int ndim = PyArray_NDIM(out);
+    if (ndim < 2 || ndim > 4 || PyArray_NDIM(a) != ndim || PyArray_NDIM(b) != ndim) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a, b and out need the same 2 to 4 dimensions");
+        return -1;
+    }
+    for (int d = 0; d < ndim - 2; d++) {
+        if (PyArray_DIM(a, d) != PyArray_DIM(out, d) || PyArray_DIM(b, d) != PyArray_DIM(out, d)) {
+            PyErr_SetString(PyExc_ValueError, "matmul: batch sizes must equal the output's");
+            return -1;
+        }
+    }
+    if (PyArray_DIM(a, ndim - 2) != PyArray_DIM(out, ndim - 2) || PyArray_DIM(b, ndim - 1) != PyArray_DIM(out, ndim - 1) ||
+        PyArray_DIM(a, ndim - 1) != PyArray_DIM(b, ndim - 2)) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a is [..., M, K], b [..., K, N], out [..., M, N]");
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        PyArrayObject *array = i == 0 ? a : i == 1 ? b : out;
+        if (dmlq_py_type_of(array) != DMLQ_U8 && dmlq_py_type_of(array) != DMLQ_I8) {
+            PyErr_SetString(PyExc_ValueError, "matmul: a, b and out must be uint8 or int8");
+            return -1;
+        }
+    }
+    if (PyArray_DIM(a, ndim - 1) >= MATMUL_MAX_K) {
+        PyErr_SetString(PyExc_ValueError, "matmul: K must be below MAX_K (8388608)");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- B packed once --------------------------------------------------------------------------- */
+
+#define PACKED_B_CAPSULE "dmlq._core.packed_b"
+
+/* A packed B (a capsule's pointer) and its batch dimensions: those before its last two. */
+typedef struct {
+    dmlq_packed_b packed;
+    int batch_dims;
+    ptrdiff_t batch_shape[2];
+} packed_matrix;
+
+static void free_packed_matrix(PyObject *capsule) {
+    packed_matrix *matrix = PyCapsule_GetPointer(capsule, PACKED_B_CAPSULE);
+    dmlq_gemm_free_packed_b(&matrix->packed);
+    PyMem_RawFree(matrix);
+}
+
+static int is_byte_matrix(PyArrayObject *array) {
+    return PyArray_NDIM(array) >= 2 && PyArray_NDIM(array) <= 4 && (dmlq_py_type_of(array) == DMLQ_U8 || dmlq_py_type_of(array) == DMLQ_I8);
+}
+
+PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg) {
+    PyArrayObject *b = dmlq_py_as_array(arg, "b", 0);
+    if (!b) return NULL;
+    const int ndim = PyArray_NDIM(b);
+    if (!is_byte_matrix(b) || PyArray_DIM(b, ndim - 2) >= MATMUL_MAX_K) {
+        PyErr_SetString(PyExc_ValueError, "pack_b: b must be a 2-D to 4-D uint8 or int8 array with K below MAX_K");
+        return NULL;
+    }
+    ptrdiff_t batches = 1;
+    for (int d = 0; d < ndim - 2; d++) batches *= PyArray_DIM(b, d);
+    packed_matrix *matrix = PyMem_RawCalloc(1, sizeof *matrix);
+    ptrdiff_t *offsets = PyMem_RawMalloc(sizeof(ptrdiff_t) * (size_t)(batches ? batches : 1));
+    if (!matrix || !offsets) {
+        PyMem_RawFree(matrix);
+        PyMem_RawFree(offsets);
+        return PyErr_NoMemory();
+    }
+    matrix->batch_dims = ndim - 2;
+    for (int d = 0; d < ndim - 2; d++) matrix->batch_shape[d] = PyArray_DIM(b, d);
+    batch_offsets(b, b, offsets);
+    const int threads = dmlq_num_threads();
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = dmlq_gemm_pack_b(&matrix->packed, PyArray_BYTES(b), offsets, batches, PyArray_DIM(b, ndim - 2),
+                              PyArray_DIM(b, ndim - 1), PyArray_STRIDE(b, ndim - 2), PyArray_STRIDE(b, ndim - 1),
+                              dmlq_py_is_signed_byte(b), threads);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(offsets);
+    PyObject *capsule = status ? NULL : PyCapsule_New(matrix, PACKED_B_CAPSULE, free_packed_matrix);
+    if (!capsule) {
+        if (!status) dmlq_gemm_free_packed_b(&matrix->packed);
+        PyMem_RawFree(matrix);
+        return status ? PyErr_NoMemory() : NULL;
+    }
+    return capsule;
+}
+
+PyObject *dmlq_py_gemm_kernel_set(PyObject *self, PyObject *unused) { return PyUnicode_FromString(dmlq_gemm_kernel_set()); }
+
+/* matmul's checks of a packed b against a and out (whose own checks are check_matrices'). */
+static int check_packed(const packed_matrix *matrix, PyArrayObject *a, PyArrayObject *out) {
+    const int ndim = PyArray_NDIM(out), skipped = ndim - 2 - matrix->batch_dims;
+    if (!is_byte_matrix(a) || !is_byte_matrix(out) || PyArray_NDIM(a) != ndim || skipped < 0) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a and out need the same 2 to 4 dimensions, at least b's");
+        return -1;
+    }
+    int fits = PyArray_DIM(a, ndim - 1) == matrix->packed.k && PyArray_DIM(out, ndim - 1) == matrix->packed.n &&
+               PyArray_DIM(a, ndim - 2) == PyArray_DIM(out, ndim - 2);
+    for (int d = 0; d < ndim - 2; d++) fits &= PyArray_DIM(a, d) == PyArray_DIM(out, d);
+    for (int d = 0; d < matrix->batch_dims; d++)
+        fits &= matrix->batch_shape[d] == 1 || matrix->batch_shape[d] == PyArray_DIM(out, d + skipped);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError, "matmul: a is [..., M, K], packed b [..., K, N], out [..., M, N]");
+        return -1;
+    }
+    if (!dmlq_gemm_packed_for_current_level(&matrix->packed)) {
+        PyErr_SetString(PyExc_ValueError, "matmul: b was packed for another CPU level's kernel set");
+        return -1;
+    }
+    return 0;
+}
+
+/* Each output batch's index among the packed batches: their dimensions aligned on the right of
+ * the output's, broadcast where they are 1. */
+static void packed_batch_indices(const packed_matrix *matrix, PyArrayObject *out, ptrdiff_t *indices) {
+    const int out_dims = PyArray_NDIM(out) - 2, skipped = out_dims - matrix->batch_dims;
+    ptrdiff_t index[2] = {0, 0}, count = 1;
+    for (int d = 0; d < out_dims; d++) count *= PyArray_DIM(out, d);
+    for (ptrdiff_t b = 0; b < count; b++) {
+        ptrdiff_t packed_index = 0;
+        for (int d = 0; d < matrix->batch_dims; d++) {
+            const ptrdiff_t size = matrix->batch_shape[d];
+            packed_index = packed_index * size + (size == 1 ? 0 : index[d + skipped]);
+        }
+        indices[b] = packed_index;
+        for (int d = out_dims - 1; d >= 0 && ++index[d] == PyArray_DIM(out, d); d--) index[d] = 0;
+    }
+}
+
+/* The per-row (M) and per-column (N) quantization vectors dmlq_gemm reads, in two allocations. */
+typedef struct {
+    float *floats, *a_scale, *out_scale, *out_zero_float, *b_scale;
+    int32_t *integers, *a_zero, *out_zero, *b_zero;
+} matmul_vectors;
+
+static int allocate_vectors(matmul_vectors *v, ptrdiff_t m, ptrdiff_t n) {
+    v->floats = PyMem_Malloc(sizeof(float) * (size_t)(3 * m + n));
+    v->integers = PyMem_Malloc(sizeof(int32_t) * (size_t)(2 * m + n));
+    if (!v->floats || !v->integers) {
+        PyMem_Free(v->floats);
+        PyMem_Free(v->integers);
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->a_scale = v->floats, v->out_scale = v->a_scale + m, v->out_zero_float = v->out_scale + m;
+    v->b_scale = v->out_zero_float + m;
+    v->a_zero = v->integers, v->out_zero = v->a_zero + m, v->b_zero = v->out_zero + m;
+    return 0;
+}
+
+static void free_vectors(matmul_vectors *v) {
+    PyMem_Free(v->floats);
+    PyMem_Free(v->integers);
+}
+
+/* out = a @ b (b an array, or `packed`) requantized by the vectors, whose output zero points are read
+ * from out_zero: 0, or -1 with an exception set. The arrays passed matmul's checks. */
+static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *packed, PyArrayObject *out,
+                      const matmul_vectors *v, int reciprocal) {
+    const int ndim = PyArray_NDIM(out);
+    dmlq_gemm_problem p = {1, PyArray_DIM(out, ndim - 2), PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
+    for (int d = 0; d < ndim - 2; d++) p.batches *= PyArray_DIM(out, d);
+    ptrdiff_t *offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(3 * p.batches));
+    if (!offsets) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (ptrdiff_t m = 0; m < p.m; m++) v->out_zero_float[m] = (float)v->out_zero[m];
+    batch_offsets(a, out, offsets);
+    if (packed)
+        packed_batch_indices(packed, out, offsets + p.batches);
+    else
+        batch_offsets(b, out, offsets + p.batches);
+    batch_offsets(out, out, offsets + 2 * p.batches);
+    p.a = PyArray_BYTES(a);
+    p.b = packed ? NULL : PyArray_BYTES(b);
+    p.packed_b = packed ? &packed->packed : NULL;
+    p.out = PyArray_BYTES(out);
+    p.a_offsets = offsets;
+    p.b_offsets = offsets + p.batches;
+    p.out_offsets = offsets + 2 * p.batches;
+    p.a_row = PyArray_STRIDE(a, ndim - 2);
+    p.a_col = PyArray_STRIDE(a, ndim - 1);
+    p.b_row = packed ? 0 : PyArray_STRIDE(b, ndim - 2);
+    p.b_col = packed ? 0 : PyArray_STRIDE(b, ndim - 1);
+    p.out_row = PyArray_STRIDE(out, ndim - 2);
+    p.out_col = PyArray_STRIDE(out, ndim - 1);
+    p.a_signed = dmlq_py_is_signed_byte(a);
+    p.b_signed = packed ? packed->packed.b_signed : dmlq_py_is_signed_byte(b);
+    p.out_signed = dmlq_py_is_signed_byte(out);
+    p.a_scale = v->a_scale;
+    p.b_scale = v->b_scale;
+    p.out_scale = v->out_scale;
+    p.a_zero_point = v->a_zero;
+    p.b_zero_point = v->b_zero;
+    p.out_zero_point = v->out_zero_float;
+    p.reciprocal = reciprocal;
+    const int threads = dmlq_num_threads();
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = dmlq_gemm(&p, threads);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(offsets);
+    if (status) PyErr_NoMemory();
+    return status;
+}
+
+/* b: an array, or a packed B capsule (pack_b). */
+static const packed_matrix *packed_matrix_of(PyObject *b) {
+    return PyCapsule_IsValid(b, PACKED_B_CAPSULE) ? PyCapsule_GetPointer(b, PACKED_B_CAPSULE) : NULL;
+}
+
+PyObject *dmlq_py_matmul(PyObject *self, PyObject *args) {
+    PyObject *objects[9];
+    int reciprocal;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOp", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5], &objects[6], &objects[7], &objects[8], &reciprocal))
+        return NULL;
+    static const char *const names[9] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
+                                         "output_scale", "output_zero_point", "out"};
+    const packed_matrix *packed = packed_matrix_of(objects[3]);
+    PyArrayObject *arrays[9];
+    for (int i = 0; i < 9; i++)
+        arrays[i] = i == 3 && packed ? NULL : dmlq_py_as_array(objects[i], names[i], i == 2 || i == 5 || i == 7);
+    if (PyErr_Occurred() || dmlq_py_check_output(arrays[8]) < 0) return NULL;
+    PyArrayObject *a = arrays[0], *b = arrays[3], *out = arrays[8];
+    if ((packed ? check_packed(packed, a, out) : check_matrices(a, b, out)) < 0 ||
+        dmlq_py_check_overlaps(out, arrays, 8, 0) < 0)
+        return NULL;
+    const int ndim = PyArray_NDIM(out);
+    const ptrdiff_t m = PyArray_DIM(out, ndim - 2), n = PyArray_DIM(out, ndim - 1);
+    if (!PyArray_SIZE(out)) Py_RETURN_NONE;
+    matmul_vectors v;
+    if (allocate_vectors(&v, m, n) < 0) return NULL;
+    int status = read_vector(arrays[1], m, 0, names[1], v.a_scale, NULL);
+    if (!status) status = read_vector(arrays[2], m, 0, names[2], NULL, v.a_zero);
+    if (!status) status = read_vector(arrays[4], n, 1, names[4], v.b_scale, NULL);
+    if (!status) status = read_vector(arrays[5], n, 1, names[5], NULL, v.b_zero);
+    if (!status) status = read_vector(arrays[6], m, 0, names[6], v.out_scale, NULL);
+    if (!status) status = read_vector(arrays[7], m, 0, names[7], NULL, v.out_zero);
+    if (!status) status = run_matmul(a, b, packed, out, &v, reciprocal);
+    free_vectors(&v);
+    if (status) return NULL;
+    Py_RETURN_NONE;
+}
