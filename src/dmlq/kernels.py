@@ -119,7 +119,7 @@ _MATRIX_QUANTIZATION = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
                         "output_scale", "output_zero_point")  # fmt: skip
 
 
-def _matrix_b(b: np.ndarray | PackedB) -> object:
+def matrix_b(b: np.ndarray | PackedB) -> object:
     """The matrix multiply's B as the kernels take it: an array, or a packed B's packing for the
     current CPU level (its private copy where the kernels do not take it)."""
     if not isinstance(b, PackedB):
@@ -130,7 +130,7 @@ def _matrix_b(b: np.ndarray | PackedB) -> object:
 def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     """``views["b"]`` is an array or a :class:`PackedB` (OWNED_BY_DML, or a NumPy-layer packing)."""
     a_scale, a_zero_point, *b_and_output = (matrix_operand(views[name]) for name in _MATRIX_QUANTIZATION)
-    operands = (views["a"], a_scale, a_zero_point, _matrix_b(views["b"]), *b_and_output)
+    operands = (views["a"], a_scale, a_zero_point, matrix_b(views["b"]), *b_and_output)
     if views["a"].shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
         out[...] = reference.quantized_linear_matrix_multiply(
             *operands, out.dtype, reciprocal_division=reciprocal_division

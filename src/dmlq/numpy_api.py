@@ -26,6 +26,7 @@ from . import _core, blockwise
 from . import activations as _activations
 from .device import CompiledOperator, Device
 from .errors import DmlError
+from .kernels import matrix_b
 from .ops import (
     ElementWiseAdd,
     ElementWiseAdd1,
@@ -563,6 +564,13 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     packed = b if isinstance(b, PackedMatrix) else None
     if packed is not None:
         b, b_scale, b_zero_point = _packed_operands(packed, b_scale, b_zero_point)
+    if dtype is None:  # the common call, checked and run in one C step; None when it is not that call
+        kernel_b = b if packed is None else matrix_b(packed.packed_b)
+        parameters = (b_scale, b_zero_point, output_scale, output_zero_point)
+        result = _core.matmul_per_tensor(a, a_scale, a_zero_point, kernel_b, *parameters, out,
+                                         _DEVICE.reciprocal_division)  # fmt: skip
+        if result is not None:
+            return result
     a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
     b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     _check_matrix_dimensions(a, "a")

@@ -56,9 +56,9 @@ static void extent(PyArrayObject *array, uintptr_t *start, uintptr_t *end) {
     *end = high;
 }
 
-/* An output may overlap an input only by being exactly it (same address, shape and strides), and only
- * where `identical_allowed` (element-wise operators, which read each element before writing it). */
-int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed) {
+/* Whether `out` overlaps one of the inputs (NULL ones skipped) other than by being exactly it (same
+ * address, shape and strides) where `identical_allowed`. */
+int dmlq_py_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed) {
     uintptr_t out_start, out_end;
     extent(out, &out_start, &out_end);
     for (int i = 0; i < count; i++) {
@@ -71,8 +71,13 @@ int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int
             !memcmp(PyArray_DIMS(input), PyArray_DIMS(out), sizeof(npy_intp) * (size_t)PyArray_NDIM(out)) &&
             !memcmp(PyArray_STRIDES(input), PyArray_STRIDES(out), sizeof(npy_intp) * (size_t)PyArray_NDIM(out)))
             continue;
-        PyErr_SetString(PyExc_BufferError, "out overlaps an input");
-        return -1;
+        return 1;
     }
     return 0;
+}
+
+int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed) {
+    if (!dmlq_py_overlaps(out, inputs, count, identical_allowed)) return 0;
+    PyErr_SetString(PyExc_BufferError, "out overlaps an input");
+    return -1;
 }

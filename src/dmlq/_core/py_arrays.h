@@ -24,7 +24,9 @@ int dmlq_py_is_signed_byte(PyArrayObject *array);
 PyArrayObject *dmlq_py_as_array(PyObject *object, const char *name, int allow_none);
 int dmlq_py_check_output(PyArrayObject *out); /* -1 (ValueError) unless writable */
 /* An output may overlap an input only by being exactly it (same address, shape and strides), and only
- * where `identical_allowed`: -1 (BufferError) otherwise. */
+ * where `identical_allowed` (element-wise operators, which read each element before writing it). */
+int dmlq_py_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed);
+/* -1 (BufferError) where dmlq_py_overlaps. */
 int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed);
 
 /* ---- output allocation (py_output_cache.c) ---- */

@@ -359,6 +359,10 @@ static PyMethodDef methods[] = {
     {"matmul", dmlq_py_matmul, METH_VARARGS,
      "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "
      "reciprocal_division)"},
+    {"matmul_per_tensor", (PyCFunction)(void (*)(void))dmlq_py_matmul_per_tensor, METH_FASTCALL,
+     "matmul_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "
+     "reciprocal_division): the NumPy layer's 2-D per-tensor call in one step; None when the arguments need its "
+     "general path."},
     {"dequantize_int4", dequantize_int4, METH_VARARGS,
      "dequantize_int4(packed, scale, zero_point, out, is_signed): blockwise packed 4-bit to a 2-D float array"},
     {"quantize_int4", quantize_int4, METH_VARARGS,
