@@ -510,6 +510,12 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
     >>> quantized_linear_add(np.uint8([10, 20]), 0.5, None, np.uint8([1, 3]), 1.0, None, 2.0, None)
     array([3, 6], dtype=uint8)
     """
+    if dtype is None:  # the common call, checked and run in one C step; None when it is not that call
+        parameters = (b, b_scale, b_zero_point, output_scale, output_zero_point)
+        result = _core.quantized_add_per_tensor(a, a_scale, a_zero_point, *parameters, out,
+                                                _DEVICE.reciprocal_division)  # fmt: skip
+        if result is not None:
+            return result
     a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
     b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")

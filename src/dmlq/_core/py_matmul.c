@@ -1,9 +1,6 @@
 /* dmlq._core's matrix multiply: B packed once (pack_b), matmul on arrays, and the NumPy layer's
  * per-tensor call in one step (matmul_per_tensor). */
-#include <math.h>
-
 #include "py_arrays.h"
-#include <numpy/arrayscalars.h>
 
 /* A [rows, columns] scale or zero point, broadcast along its size-1 dimensions, as a vector. */
 static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const char *name, float *floats,
@@ -298,70 +295,9 @@ PyObject *dmlq_py_matmul(PyObject *self, PyObject *args) {
 
 /* ---- the NumPy layer's common call, checked and run in one step ------------------------------------ */
 
-/* dmlq.quantized_linear_matrix_multiply spends most of a small call in Python, converting and checking
+/* dmlq.quantized_linear_matrix_multiply spent most of a small call in Python, converting and checking
  * its arguments. matmul_per_tensor takes the common call whole: 2-D operands and per-tensor scalar
- * parameters (B's may be per-column). It accepts only arguments that the NumPy layer's rules take as
- * they are; for anything else it returns None, and the layer's general path converts the arguments or
- * says what is wrong with them. Each accept_* below is one of those rules, for the forms it handles. */
-
-static int is_small_array(PyObject *object) { /* one element, at most 2 dimensions (adds no batch) */
-    return PyArray_Check(object) && PyArray_NDIM((PyArrayObject *)object) <= 2 && PyArray_SIZE((PyArrayObject *)object) == 1 &&
-           PyArray_ISALIGNED((PyArrayObject *)object) && PyArray_ISNOTSWAPPED((PyArrayObject *)object);
-}
-
-static int finite_non_zero(float value) { return isfinite(value) && value != 0.0f; }
-
-/* A per-tensor scale: a Python float or int, a NumPy float32 or float64 scalar, or a one-element
- * float32 or float64 array, as float32 (NumPy's conversion); finite and non-zero. */
-static int accept_scale(PyObject *object, float *value) {
-    if (PyFloat_Check(object)) { /* float and numpy.float64 */
-        *value = (float)PyFloat_AS_DOUBLE(object);
-    } else if (PyLong_CheckExact(object)) { /* not bool, which is no scale */
-        int overflow;
-        const long long integer = PyLong_AsLongLongAndOverflow(object, &overflow);
-        if (overflow) return 0;
-        *value = (float)integer;
-    } else if (PyArray_IsScalar(object, Float)) {
-        *value = PyArrayScalar_VAL(object, Float);
-    } else if (is_small_array(object) && PyArray_TYPE((PyArrayObject *)object) == NPY_FLOAT32) {
-        *value = *(const float *)PyArray_DATA((PyArrayObject *)object);
-    } else if (is_small_array(object) && PyArray_TYPE((PyArrayObject *)object) == NPY_FLOAT64) {
-        *value = (float)*(const double *)PyArray_DATA((PyArrayObject *)object);
-    } else {
-        return 0;
-    }
-    return finite_non_zero(*value);
-}
-
-/* The uint8/int8 type a zero point carries (a NumPy scalar or array of that dtype), else -1. */
-static int carried_type(PyObject *object) {
-    if (PyArray_IsScalar(object, UByte)) return DMLQ_U8;
-    if (PyArray_IsScalar(object, Byte)) return DMLQ_I8;
-    if (!PyArray_Check(object)) return -1;
-    const int type = dmlq_py_type_of((PyArrayObject *)object);
-    return type == DMLQ_U8 || type == DMLQ_I8 ? type : -1;
-}
-
-/* A per-tensor zero point of a tensor of `type` (DMLQ_U8 or DMLQ_I8): None (0), a Python int in the
- * type's range, or a NumPy scalar or one-element array of exactly that type. */
-static int accept_zero_point(PyObject *object, int type, int32_t *value) {
-    if (object == Py_None) {
-        *value = 0;
-        return 1;
-    }
-    if (PyLong_CheckExact(object)) { /* not bool */
-        int overflow;
-        const long integer = PyLong_AsLongAndOverflow(object, &overflow);
-        *value = (int32_t)integer;
-        return !overflow && (type == DMLQ_I8 ? -128 <= integer && integer <= 127 : 0 <= integer && integer <= 255);
-    }
-    if (carried_type(object) != type) return 0;
-    if (PyArray_IsScalar(object, UByte)) *value = PyArrayScalar_VAL(object, UByte);
-    else if (PyArray_IsScalar(object, Byte)) *value = PyArrayScalar_VAL(object, Byte);
-    else if (is_small_array(object)) *value = dmlq_byte_value(PyArray_DATA((PyArrayObject *)object), type == DMLQ_I8);
-    else return 0;
-    return 1;
-}
+ * parameters (B's may be per-column), accepted as py_parameters.c says; anything else gives None. */
 
 /* A per-column ((N,) or (1, N)) parameter array of `type`, which every vector element must then be. */
 static PyArrayObject *column_array(PyObject *object, ptrdiff_t n, int type) {
@@ -375,7 +311,7 @@ static PyArrayObject *column_array(PyObject *object, ptrdiff_t n, int type) {
 /* B's scale, per tensor or per column (N,) / (1, N), into scales[n]. */
 static int accept_column_scales(PyObject *object, ptrdiff_t n, float *scales) {
     float value;
-    if (accept_scale(object, &value)) {
+    if (dmlq_py_accept_scale(object, 2, &value)) {
         for (ptrdiff_t i = 0; i < n; i++) scales[i] = value;
         return 1;
     }
@@ -385,7 +321,7 @@ static int accept_column_scales(PyObject *object, ptrdiff_t n, float *scales) {
     const ptrdiff_t stride = PyArray_STRIDE(array, PyArray_NDIM(array) - 1);
     for (ptrdiff_t i = 0; i < n; i++) {
         scales[i] = *(const float *)(data + i * stride);
-        if (!finite_non_zero(scales[i])) return 0;
+        if (!dmlq_py_finite_non_zero(scales[i])) return 0;
     }
     return 1;
 }
@@ -393,7 +329,7 @@ static int accept_column_scales(PyObject *object, ptrdiff_t n, float *scales) {
 /* B's zero point, per tensor or per column, into zero_points[n]. */
 static int accept_column_zero_points(PyObject *object, ptrdiff_t n, int type, int32_t *zero_points) {
     int32_t value;
-    if (accept_zero_point(object, type, &value)) {
+    if (dmlq_py_accept_zero_point(object, type, 2, &value)) {
         for (ptrdiff_t i = 0; i < n; i++) zero_points[i] = value;
         return 1;
     }
@@ -405,33 +341,10 @@ static int accept_column_zero_points(PyObject *object, ptrdiff_t n, int type, in
     return 1;
 }
 
-/* A 2-D uint8 or int8 ndarray the kernels read in place (no negative strides, which the layer copies). */
+/* A 2-D operand the kernels read in place. */
 static PyArrayObject *accept_matrix(PyObject *object) {
-    if (!PyArray_CheckExact(object)) return NULL;
-    PyArrayObject *array = (PyArrayObject *)object;
-    const int type = dmlq_py_type_of(array);
-    const int usable = PyArray_NDIM(array) == 2 && (type == DMLQ_U8 || type == DMLQ_I8) &&
-                       PyArray_STRIDE(array, 0) >= 0 && PyArray_STRIDE(array, 1) >= 0;
-    return usable ? array : NULL;
-}
-
-/* The output: a new [m, n] array of `type`, or `object` when it is a writable array of that shape and
- * type with positive strides (zero only along a size-1 dimension) that overlaps no input. */
-static PyArrayObject *accept_output(PyObject *object, ptrdiff_t m, ptrdiff_t n, int type, PyArrayObject *const *inputs,
-                                    int count) {
-    if (object == Py_None) {
-        const npy_intp shape[2] = {m, n};
-        return (PyArrayObject *)dmlq_py_new_output(2, shape, PyArray_DescrFromType(type == DMLQ_I8 ? NPY_INT8 : NPY_UINT8));
-    }
-    if (!PyArray_Check(object)) return NULL;
-    PyArrayObject *out = (PyArrayObject *)object;
-    const int usable = PyArray_NDIM(out) == 2 && PyArray_DIM(out, 0) == m && PyArray_DIM(out, 1) == n &&
-                       dmlq_py_type_of(out) == type && PyArray_ISWRITEABLE(out) &&
-                       (PyArray_STRIDE(out, 0) > 0 || m == 1) && (PyArray_STRIDE(out, 1) > 0 || n == 1) &&
-                       !dmlq_py_overlaps(out, inputs, count, 0);
-    if (!usable) return NULL;
-    Py_INCREF(out);
-    return out;
+    PyArrayObject *array = dmlq_py_accept_bytes(object);
+    return array && PyArray_NDIM(array) == 2 ? array : NULL;
 }
 
 /* matmul_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point,
@@ -455,18 +368,19 @@ PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ss
         Py_RETURN_NONE;
     const int a_type = dmlq_py_type_of(a);
     const int b_type = packed ? (packed->packed.b_signed ? DMLQ_I8 : DMLQ_U8) : dmlq_py_type_of(b);
-    const int carried = carried_type(args[7]), out_type = carried >= 0 ? carried : a_type;
+    const int carried = dmlq_py_carried_type(args[7]), out_type = carried >= 0 ? carried : a_type;
     float a_scale, out_scale;
     int32_t a_zero, out_zero;
-    if (!accept_scale(args[1], &a_scale) || !accept_zero_point(args[2], a_type, &a_zero) ||
-        !accept_scale(args[6], &out_scale) || !accept_zero_point(args[7], out_type, &out_zero))
+    if (!dmlq_py_accept_scale(args[1], 2, &a_scale) || !dmlq_py_accept_zero_point(args[2], a_type, 2, &a_zero) ||
+        !dmlq_py_accept_scale(args[6], 2, &out_scale) || !dmlq_py_accept_zero_point(args[7], out_type, 2, &out_zero))
         Py_RETURN_NONE;
     matmul_vectors v;
     if (allocate_vectors(&v, m, n) < 0) return NULL;
     PyArrayObject *out = NULL;
     if (accept_column_scales(args[4], n, v.b_scale) && accept_column_zero_points(args[5], n, b_type, v.b_zero)) {
         PyArrayObject *inputs[2] = {a, b};
-        out = accept_output(args[8], m, n, out_type, inputs, 2);
+        const npy_intp shape[2] = {m, n};
+        out = dmlq_py_accept_output(args[8], 2, shape, out_type, inputs, 2, 0);
     }
     if (out) {
         for (ptrdiff_t i = 0; i < m; i++) {

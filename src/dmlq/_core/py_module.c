@@ -119,7 +119,19 @@ static PyObject *dequantize(PyObject *self, PyObject *args) {
     return run(&loop, rows_for_level()->dequantize, &params);
 }
 
-/* The quantized add's operands and parameters, with the route its quotient takes; -1 on error. */
+/* The quantized add's parameters for arrays {a, b, out} (uint8 or int8, checked), scales {a, b, output} and
+ * zero points likewise, in `loop` and `params` with the route its quotient takes; -1 on error. */
+static int qadd_setup(dmlq_loop *loop, dmlq_qadd_params *params, PyArrayObject **arrays, const float *scales,
+                      const int32_t *zeros, int reciprocal) {
+    *params = (dmlq_qadd_params){dmlq_py_is_signed_byte(arrays[0]), dmlq_py_is_signed_byte(arrays[1]),
+                                 dmlq_py_is_signed_byte(arrays[2]), zeros[0], zeros[1], scales[0], scales[1],
+                                 scales[2], (float)zeros[2], reciprocal, 0.0f, 0.0f, 0};
+    if (byte_bounds(arrays[2], &params->lo, &params->hi) < 0 || build_loop(loop, arrays, 3) < 0) return -1;
+    params->corrected = dmlq_qadd_corrected(rows_for_level(), params, PyArray_SIZE(arrays[2]));
+    return 0;
+}
+
+/* quantized_add's operands and parameters: qadd_setup's, from its arguments. */
 static int qadd_operands(PyObject *args, dmlq_loop *loop, dmlq_qadd_params *params) {
     PyObject *a_object, *b_object, *out_object;
     double a_scale, b_scale, out_scale;
@@ -127,7 +139,8 @@ static int qadd_operands(PyObject *args, dmlq_loop *loop, dmlq_qadd_params *para
     if (!PyArg_ParseTuple(args, "OOOdididip", &a_object, &b_object, &out_object, &a_scale, &a_zero, &b_scale,
                           &b_zero, &out_scale, &out_zero, &reciprocal))
         return -1;
-    PyArrayObject *arrays[3] = {dmlq_py_as_array(a_object, "a", 0), dmlq_py_as_array(b_object, "b", 0), dmlq_py_as_array(out_object, "out", 0)};
+    PyArrayObject *arrays[3] = {dmlq_py_as_array(a_object, "a", 0), dmlq_py_as_array(b_object, "b", 0),
+                                dmlq_py_as_array(out_object, "out", 0)};
     if (PyErr_Occurred() || dmlq_py_check_output(arrays[2]) < 0) return -1;
     for (int i = 0; i < 2; i++) {
         if (dmlq_py_type_of(arrays[i]) != DMLQ_U8 && dmlq_py_type_of(arrays[i]) != DMLQ_I8) {
@@ -135,12 +148,9 @@ static int qadd_operands(PyObject *args, dmlq_loop *loop, dmlq_qadd_params *para
             return -1;
         }
     }
-    *params = (dmlq_qadd_params){dmlq_py_is_signed_byte(arrays[0]), dmlq_py_is_signed_byte(arrays[1]), dmlq_py_is_signed_byte(arrays[2]),
-                                 a_zero, b_zero, (float)a_scale, (float)b_scale, (float)out_scale, (float)out_zero,
-                                 reciprocal, 0.0f, 0.0f, 0};
-    if (byte_bounds(arrays[2], &params->lo, &params->hi) < 0 || build_loop(loop, arrays, 3) < 0) return -1;
-    params->corrected = dmlq_qadd_corrected(rows_for_level(), params, PyArray_SIZE(arrays[2]));
-    return 0;
+    const float scales[3] = {(float)a_scale, (float)b_scale, (float)out_scale};
+    const int32_t zeros[3] = {a_zero, b_zero, out_zero};
+    return qadd_setup(loop, params, arrays, scales, zeros, reciprocal);
 }
 
 static PyObject *quantized_add(PyObject *self, PyObject *args) {
@@ -156,6 +166,50 @@ static PyObject *quantized_add_route(PyObject *self, PyObject *args) {
     dmlq_qadd_params params;
     if (qadd_operands(args, &loop, &params) < 0) return NULL;
     return PyUnicode_FromString(params.reciprocal ? "multiply" : params.corrected ? "corrected" : "divide");
+}
+
+/* quantized_add_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+ * output_zero_point, out, reciprocal_division): dmlq.quantized_linear_add's common call in one step, as
+ * matmul_per_tensor is the matrix multiply's: two uint8/int8 arrays of one shape and per-tensor
+ * parameters that py_parameters.c accepts. The result, or None for any other call. */
+static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "quantized_add_per_tensor() takes 10 arguments, got %zd", nargs);
+        return NULL;
+    }
+    const int reciprocal = PyObject_IsTrue(args[9]);
+    if (reciprocal < 0) return NULL;
+    PyArrayObject *a = dmlq_py_accept_bytes(args[0]), *b = dmlq_py_accept_bytes(args[3]);
+    if (!a || !b || PyArray_NDIM(a) == 0 || PyArray_NDIM(a) != PyArray_NDIM(b) || !PyArray_SIZE(a) ||
+        memcmp(PyArray_DIMS(a), PyArray_DIMS(b), sizeof(npy_intp) * (size_t)PyArray_NDIM(a)))
+        Py_RETURN_NONE;
+    const int ndim = PyArray_NDIM(a), a_type = dmlq_py_type_of(a), carried = dmlq_py_carried_type(args[7]);
+    const int out_type = carried >= 0 ? carried : a_type;
+    float scales[3];
+    int32_t zeros[3];
+    if (!dmlq_py_accept_scale(args[1], ndim, &scales[0]) || !dmlq_py_accept_scale(args[4], ndim, &scales[1]) ||
+        !dmlq_py_accept_scale(args[6], ndim, &scales[2]) || !dmlq_py_accept_zero_point(args[2], a_type, ndim, &zeros[0]) ||
+        !dmlq_py_accept_zero_point(args[5], dmlq_py_type_of(b), ndim, &zeros[1]) ||
+        !dmlq_py_accept_zero_point(args[7], out_type, ndim, &zeros[2]))
+        Py_RETURN_NONE;
+    PyArrayObject *arrays[3] = {a, b, NULL};
+    arrays[2] = dmlq_py_accept_output(args[8], ndim, PyArray_DIMS(a), out_type, arrays, 2, 1);
+    if (!arrays[2]) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    dmlq_loop loop;
+    dmlq_qadd_params params;
+    PyObject *done = qadd_setup(&loop, &params, arrays, scales, zeros, reciprocal) < 0
+                         ? NULL
+                         : run(&loop, rows_for_level()->quantized_add, &params);
+    if (!done) {
+        Py_DECREF(arrays[2]);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return (PyObject *)arrays[2];
 }
 
 static PyObject *add(PyObject *self, PyObject *args) {
@@ -355,6 +409,10 @@ static PyMethodDef methods[] = {
      "reciprocal_division)"},
     {"quantized_add_route", quantized_add_route, METH_VARARGS,
      "quantized_add_route(...): the quotient quantized_add(...) computes: 'multiply', 'corrected' or 'divide'."},
+    {"quantized_add_per_tensor", (PyCFunction)(void (*)(void))quantized_add_per_tensor, METH_FASTCALL,
+     "quantized_add_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, "
+     "output_zero_point, out, reciprocal_division): the NumPy layer's per-tensor call in one step; None when "
+     "the arguments need its general path."},
     {"add", add, METH_VARARGS, "add(a, b, out, activation_type_value, (p0, p1))"},
     {"matmul", dmlq_py_matmul, METH_VARARGS,
      "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "

@@ -1,6 +1,7 @@
-"""The matrix multiply's one-step call (``_core.matmul_per_tensor``, which the NumPy layer tries first)
-takes the common calls whole and gives the reference's bits; every other call it declines (None), and
-the layer's general path converts it or refuses it as before."""
+"""The one-step calls the NumPy layer tries first (``_core.matmul_per_tensor`` for the matrix multiply,
+``_core.quantized_add_per_tensor`` for the quantized add) take the common calls whole and give the
+reference's bits; every other call they decline (None), and the layer's general path converts it or
+refuses it as before."""
 
 from __future__ import annotations
 
@@ -63,9 +64,11 @@ def _one_step(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, 
 COMMON: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.random.Generator], tuple], type]] = {}
 
 
-def _common(out_dtype: type) -> Callable:
+def _common(out_dtype: type, registry: dict = COMMON) -> Callable:
+    """Registers a common call's maker under its docstring, with the output dtype it gives."""
+
     def register(make: Callable) -> Callable:
-        COMMON[make.__doc__] = (make, out_dtype)
+        registry[make.__doc__] = (make, out_dtype)
         return make
 
     return register
@@ -214,3 +217,143 @@ def test_invalid_calls_are_declined_and_refused_by_the_general_path(call: str) -
     assert _one_step(*arguments) is None
     with pytest.raises(DmlError):
         dmlq.quantized_linear_matrix_multiply(*arguments)
+
+
+# ---- the quantized add ------------------------------------------------------------------------
+
+
+def _add_one_step(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point,
+                  out=None) -> np.ndarray | None:  # fmt: skip
+    return _core.quantized_add_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+                                          output_zero_point, out, False)  # fmt: skip
+
+
+def _add_reference(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point,
+                   out_dtype) -> np.ndarray:  # fmt: skip
+    def scale(value: object) -> np.float32:
+        return np.float32(np.asarray(value, np.float64).item())
+
+    def zero_point(value: object, dtype: np.dtype) -> object:
+        return None if value is None else np.asarray(value).astype(dtype).reshape(())
+
+    a_parameters = scale(a_scale), zero_point(a_zero_point, a.dtype)
+    b_parameters = scale(b_scale), zero_point(b_zero_point, b.dtype)
+    output_parameters = scale(output_scale), zero_point(output_zero_point, out_dtype)
+    return reference.quantized_linear_add(a, *a_parameters, b, *b_parameters, *output_parameters, out_dtype)
+
+
+# Common quantized adds, from two random uint8 arrays of one shape.
+ADD_COMMON: dict[str, tuple[Callable[[np.ndarray, np.ndarray], tuple], type]] = {}
+
+
+@_common(np.uint8, ADD_COMMON)
+def _add_python_numbers(a, b):
+    """python numbers"""
+    return a, 0.02, 128, b, 0.03, 3, 0.04, 128
+
+
+@_common(np.int8, ADD_COMMON)
+def _add_numpy_scalars(a, b):
+    """numpy scalars, int8 A and output"""
+    f = np.float32
+    return a.view(np.int8), f(0.5), np.int8(-3), b, f(0.25), np.uint8(9), f(0.7), np.int8(-7)
+
+
+@_common(np.uint8, ADD_COMMON)
+def _add_small_arrays(a, b):
+    """0-d and (1,) arrays, float64 ones too"""
+    a_parameters = np.array(0.02), np.array([7], np.uint8)
+    b_parameters = np.array([0.03]), np.array(1, np.int8)
+    return a, *a_parameters, b.view(np.int8), *b_parameters, np.float32([0.05]), None
+
+
+@_common(np.int8, ADD_COMMON)
+def _add_output_dtype_from_its_zero_point(a, b):
+    """output zero point of another dtype than A"""
+    return a, 0.1, None, b, 0.2, None, 0.3, np.int8(5)
+
+
+@_common(np.uint8, ADD_COMMON)
+def _add_strided(a, b):
+    """strided A and B"""
+    return np.repeat(a, 2, axis=-1)[..., ::2], 0.02, 5, b.T.copy().T, 0.01, 4, 0.03, 9
+
+
+@pytest.mark.parametrize("shape", [(16,), (3, 5), (2, 3, 70)])
+@pytest.mark.parametrize("call", ADD_COMMON)
+def test_common_quantized_adds_take_one_step_and_give_reference_bits(level, call: str, shape, rng) -> None:
+    make, out_dtype = ADD_COMMON[call]
+    arguments = make(_bytes(rng, shape, np.uint8), _bytes(rng, shape, np.uint8))
+    expected = _add_reference(*arguments, out_dtype)
+    one_step = _add_one_step(*arguments)
+    assert one_step is not None and one_step.dtype == out_dtype
+    assert one_step.tobytes() == expected.tobytes()
+    general = dmlq.quantized_linear_add(*arguments, dtype=out_dtype)  # dtype=: the general path
+    assert general.tobytes() == expected.tobytes()
+    assert dmlq.quantized_linear_add(*arguments).tobytes() == expected.tobytes()
+
+
+def test_a_quantized_add_in_place_or_into_a_strided_output(rng: np.random.Generator) -> None:
+    a, b = _bytes(rng, (4, 8), np.uint8), _bytes(rng, (4, 8), np.uint8)
+    arguments = (a, 0.02, 128, b, 0.03, 0, 0.05, 128)
+    expected = _add_reference(*arguments, np.uint8)
+    wide = np.zeros((4, 16), np.uint8)
+    assert _add_one_step(*arguments, out=wide[:, ::2]) is not None
+    assert wide[:, ::2].tobytes() == expected.tobytes() and not wide[:, 1::2].any()
+    assert _add_one_step(*arguments, out=a) is a
+    assert a.tobytes() == expected.tobytes()
+
+
+def _add_declined() -> dict[str, tuple]:
+    r = np.random.default_rng(11)
+    a, b = _bytes(r, (4, 6), np.uint8), _bytes(r, (4, 6), np.uint8)
+    common = (0.02, 128, b, 0.03, 0, 0.05, 128)
+    return {
+        "broadcast B": (a, 0.02, 128, b[0], *common[3:]),
+        "0-d A and B": (a[0, 0], 0.02, 128, b[0, 0], *common[3:]),
+        "a (1, 1, 1) scale (adds a dimension)": (a, np.ones((1, 1, 1), np.float32), *common[1:]),
+        "list A": (a.tolist(), *common),
+        "A with negative strides": (a[::-1], *common),
+        "int64 zero point": (a, 0.02, np.int64(128), *common[2:]),
+        "float16 scale": (a, np.float16(0.02), *common[1:]),
+        "empty": (a[:0], 0.02, 128, b[:0], *common[3:]),
+    }
+
+
+@pytest.mark.parametrize("call", _add_declined())
+def test_other_quantized_adds_are_left_to_the_general_path(call: str) -> None:
+    arguments = _add_declined()[call]
+    assert _add_one_step(*arguments) is None
+    result = dmlq.quantized_linear_add(*arguments)
+    general = dmlq.quantized_linear_add(*arguments, dtype=result.dtype)
+    assert result.shape == general.shape and result.tobytes() == general.tobytes()
+
+
+def test_a_quantized_add_into_an_output_partly_over_an_input_is_left_to_the_general_path(rng) -> None:
+    buffer = _bytes(rng, 17, np.uint8)
+    a, b, out = buffer[:16], _bytes(rng, 16, np.uint8), buffer[1:]
+    expected = _add_reference(a.copy(), 0.02, 128, b, 0.03, 0, 0.05, 128, np.uint8)
+    assert _add_one_step(a, 0.02, 128, b, 0.03, 0, 0.05, 128, out=out) is None
+    assert dmlq.quantized_linear_add(a, 0.02, 128, b, 0.03, 0, 0.05, 128, out=out) is out
+    assert out.tobytes() == expected.tobytes()
+
+
+V = np.arange(6, dtype=np.uint8)
+ADD_INVALID = {
+    "NaN scale": (V, float("nan"), 0, V, 0.5, 0, 0.5, 0),
+    "zero output scale": (V, 0.5, 0, V, 0.5, 0, 0.0, 0),
+    "a scale that overflows float32": (V, 0.5, 0, V, 1e39, 0, 0.5, 0),
+    "a boolean zero point": (V, 0.5, True, V, 0.5, 0, 0.5, 0),
+    "zero point above uint8": (V, 0.5, 0, V, 0.5, 256, 0.5, 0),
+    "an int8 zero point for uint8 B": (V, 0.5, 0, V, 0.5, np.int8(1), 0.5, 0),
+    "a per-element zero point": (V, 0.5, np.zeros(6, np.uint8), V, 0.5, 0, 0.5, 0),
+    "shapes that do not broadcast": (V, 0.5, 0, V[:4], 0.5, 0, 0.5, 0),
+}
+
+
+@pytest.mark.parametrize("call", ADD_INVALID)
+def test_invalid_quantized_adds_are_declined_and_refused_by_the_general_path(call: str) -> None:
+    arguments = ADD_INVALID[call]
+    assert _add_one_step(*arguments) is None
+    with pytest.raises(DmlError):
+        dmlq.quantized_linear_add(*arguments)
