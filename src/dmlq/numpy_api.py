@@ -3,7 +3,9 @@
 Each function turns its arguments into the DirectML descriptions of one operator (broadcasting
 becomes zero strides), compiles them on a device of the newest feature level, and runs the
 compiled operator on the arrays. The rules are the operators' own; this module only adds the
-NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales).
+NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales). The quantized add's and the
+matrix multiply's common calls (per-tensor scalar parameters) are first offered to one C call that
+takes only what these checks would accept unchanged, and runs it; anything else comes back here.
 
 Every function takes ``out=`` with NumPy's rules (exactly the result's shape and dtype, writable,
 any layout, may alias an input) and then returns ``out``:
