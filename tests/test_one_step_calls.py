@@ -357,3 +357,113 @@ def test_invalid_quantized_adds_are_declined_and_refused_by_the_general_path(cal
     assert _add_one_step(*arguments) is None
     with pytest.raises(DmlError):
         dmlq.quantized_linear_add(*arguments)
+
+
+# ---- quantize and dequantize ----------------------------------------------------------------------
+
+
+def _quantize_reference(x, scale, zero_point, out_dtype) -> np.ndarray:
+    zero = None if zero_point is None else np.asarray(zero_point).astype(out_dtype).reshape(())
+    return reference.quantize_linear(x, np.float32(np.asarray(scale, np.float64).item()), zero, out_dtype)
+
+
+def _dequantize_reference(q, scale, zero_point) -> np.ndarray:
+    zero = None if zero_point is None else np.asarray(zero_point).astype(q.dtype).reshape(())
+    return reference.dequantize_linear(q, np.float32(np.asarray(scale, np.float64).item()), zero, np.float32)
+
+
+QUANTIZE_COMMON = {  # (x dtype, scale, zero point, output dtype)
+    "float32 x, python numbers": (np.float32, 0.05, 128, np.uint8),
+    "int32 x, numpy scalars, int8": (np.int32, np.float32(3.5), np.int8(-4), np.int8),
+    "0-d and (1,) arrays, no zero point": (np.float32, np.array([0.25]), None, np.uint8),
+    "float64 scale array": (np.float32, np.array(0.1), np.array(200, np.uint8), np.uint8),
+}
+
+
+@pytest.mark.parametrize("shape", [(16,), (3, 5), (2, 3, 70)])
+@pytest.mark.parametrize("call", QUANTIZE_COMMON)
+def test_common_quantizes_take_one_step_and_give_reference_bits(level, call: str, shape, rng) -> None:
+    x_dtype, scale, zero_point, out_dtype = QUANTIZE_COMMON[call]
+    x = (rng.standard_normal(shape) * 40).astype(x_dtype)
+    if x_dtype is np.float32:
+        x.flat[:4] = [np.nan, np.inf, -np.inf, 0.5]
+    expected = _quantize_reference(x, scale, zero_point, out_dtype)
+    one_step = _core.quantize_per_tensor(x, scale, zero_point, None, False)
+    assert one_step is not None and one_step.tobytes() == expected.tobytes()
+    assert dmlq.quantize_linear(x, scale, zero_point, dtype=out_dtype).tobytes() == expected.tobytes()
+
+
+DEQUANTIZE_COMMON = {  # (q dtype, scale, zero point)
+    "uint8 q, python numbers": (np.uint8, 0.05, 128),
+    "int8 q, numpy scalars": (np.int8, np.float32(3.5), np.int8(-4)),
+    "(1,) arrays, float64 scale": (np.uint8, np.array([0.25]), np.array([7], np.uint8)),
+    "no zero point": (np.int8, 0.5, None),
+}
+
+
+@pytest.mark.parametrize("shape", [(16,), (3, 5), (2, 3, 70)])
+@pytest.mark.parametrize("call", DEQUANTIZE_COMMON)
+def test_common_dequantizes_take_one_step_and_give_reference_bits(level, call: str, shape, rng) -> None:
+    q_dtype, scale, zero_point = DEQUANTIZE_COMMON[call]
+    q = _bytes(rng, shape, q_dtype)
+    expected = _dequantize_reference(q, scale, zero_point)
+    one_step = _core.dequantize_per_tensor(q, scale, zero_point, None)
+    assert one_step is not None and one_step.dtype == np.float32
+    assert one_step.tobytes() == expected.tobytes()
+    general = dmlq.dequantize_linear(q, [np.asarray(scale).item()], zero_point)  # a list: the general path
+    assert general.tobytes() == expected.tobytes()
+
+
+def test_quantize_and_dequantize_write_a_given_output(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    wide = np.zeros((4, 12), np.uint8)
+    assert _core.quantize_per_tensor(x, 0.1, 128, wide[:, ::2], False) is not None
+    assert wide[:, ::2].tobytes() == _quantize_reference(x, 0.1, 128, np.uint8).tobytes()
+    out = np.empty((4, 6), np.float32)
+    assert dmlq.dequantize_linear(wide[:, ::2], 0.1, 128, out=out) is out
+    assert out.tobytes() == _dequantize_reference(wide[:, ::2], 0.1, 128).tobytes()
+
+
+def _element_wise_declined() -> dict[str, tuple[Callable, tuple]]:
+    """Calls of quantize_per_tensor / dequantize_per_tensor the one step leaves to the general path."""
+    x, q = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4), np.arange(12, dtype=np.uint8).reshape(3, 4)
+    quantize, dequantize = _core.quantize_per_tensor, _core.dequantize_per_tensor
+    return {
+        "float16 x": (quantize, (x.astype(np.float16), 0.1, 128, None, False)),
+        "float64 x": (quantize, (x.astype(np.float64), 0.1, 128, None, False)),
+        "0-d x": (quantize, (x[0, 0], 0.1, 128, None, False)),
+        "9-D x": (quantize, (x.reshape(3, 4, *[1] * 7), 0.1, 128, None, False)),
+        "per-row scale": (quantize, (x, np.full((3, 1), 0.1, np.float32), 128, None, False)),
+        "(1, 1, 1) scale": (quantize, (x, np.ones((1, 1, 1), np.float32), 128, None, False)),
+        "int16 q": (dequantize, (q.astype(np.int16), 0.1, 3, None)),
+        "float16 scale": (dequantize, (q, np.float16(0.1), 3, None)),
+        "byte-swapped output": (dequantize, (q, 0.1, 3, np.empty((3, 4), ">f4"))),
+        "output of another dtype": (dequantize, (q, 0.1, 3, np.empty((3, 4), np.float16))),
+        "list q": (dequantize, (q.tolist(), 0.1, 3, None)),
+    }
+
+
+@pytest.mark.parametrize("call", _element_wise_declined())
+def test_other_quantizes_and_dequantizes_are_left_to_the_general_path(call: str) -> None:
+    function, arguments = _element_wise_declined()[call]
+    assert function(*arguments) is None
+
+
+@pytest.mark.parametrize(
+    ("function", "arguments"),
+    [
+        (dmlq.quantize_linear, (np.float32([1.0]), 0.0, 0)),
+        (dmlq.quantize_linear, (np.float32([1.0]), 1e39, 0)),
+        (dmlq.quantize_linear, (np.float32([1.0]), 1.0, 256)),
+        (dmlq.quantize_linear, (np.float32([1.0]), 1.0, True)),
+        (dmlq.dequantize_linear, (np.uint8([1]), float("inf"), 0)),
+        (dmlq.dequantize_linear, (np.uint8([1]), 1.0, np.int8(0))),
+        (dmlq.dequantize_linear, (np.int8([1]), 1.0, 128)),
+    ],
+)
+def test_invalid_quantizes_and_dequantizes_are_declined_and_refused(function, arguments) -> None:
+    one_step = _core.quantize_per_tensor if function is dmlq.quantize_linear else _core.dequantize_per_tensor
+    extra = (None, False) if function is dmlq.quantize_linear else (None,)
+    assert one_step(*arguments, *extra) is None
+    with pytest.raises(DmlError):
+        function(*arguments)

@@ -3,9 +3,10 @@
 Each function turns its arguments into the DirectML descriptions of one operator (broadcasting
 becomes zero strides), compiles them on a device of the newest feature level, and runs the
 compiled operator on the arrays. The rules are the operators' own; this module only adds the
-NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales). The quantized add's and the
-matrix multiply's common calls (per-tensor scalar parameters) are first offered to one C call that
-takes only what these checks would accept unchanged, and runs it; anything else comes back here.
+NumPy-side argument checks (dtypes, broadcasting, finite non-zero scales). The quantize, dequantize,
+quantized add and matrix multiply common calls (per-tensor scalar parameters) are first offered to one
+C call that takes only what these checks would accept unchanged, and runs it; anything else comes
+back here.
 
 Every function takes ``out=`` with NumPy's rules (exactly the result's shape and dtype, writable,
 any layout, may alias an input) and then returns ``out``:
@@ -423,6 +424,10 @@ def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None
     array([[-2,  2],
            [-4,  4]], dtype=int8)
     """
+    if dtype is None and axis is None and block_size == 0:  # the common call in one C step, else None
+        result = _core.quantize_per_tensor(x, scale, zero_point, out, _DEVICE.reciprocal_division)
+        if result is not None:
+            return result
     x = _quantize_input(x, "x")
     scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
     if blockwise.is_blockwise(dtype, zero_point, axis, block_size):
@@ -454,6 +459,10 @@ def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | No
     >>> dequantize_linear(np.uint8([0, 128, 255]), 0.5, np.uint8(128))
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
+    if axis is None and block_size == 0:  # the common call in one C step, else None
+        result = _core.dequantize_per_tensor(q, scale, zero_point, out)
+        if result is not None:
+            return result
     scale_array = _as_array(scale, "scale")
     scale = _scale(scale, "scale", F16 if scale_array.dtype == F16 else F32)
     if blockwise.is_four_bit(q) or blockwise.is_blockwise(None, zero_point, axis, block_size):

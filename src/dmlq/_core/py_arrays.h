@@ -30,9 +30,10 @@ int dmlq_py_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count
 int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed);
 
 /* ---- per-tensor parameters of the NumPy layer's one-step calls (py_parameters.c) ---- */
-/* A uint8 or int8 ndarray (not a subclass) the kernels read in place: no negative strides (the layer
- * copies such an array). */
-PyArrayObject *dmlq_py_accept_bytes(PyObject *object);
+/* An ndarray (not a subclass) of either type that the kernels read in place: aligned, native, no
+ * negative strides (the layer copies such an array), at most DirectML's 8 dimensions. */
+PyArrayObject *dmlq_py_accept_array(PyObject *object, int first_type, int second_type);
+PyArrayObject *dmlq_py_accept_bytes(PyObject *object); /* uint8 or int8 */
 int dmlq_py_finite_non_zero(float value);
 /* A per-tensor scale: a Python float or int, a NumPy float32 or float64 scalar, or a one-element float32
  * or float64 array of at most `max_ndim` dimensions, as float32 (NumPy's conversion); finite, non-zero. */
@@ -42,10 +43,10 @@ int dmlq_py_carried_type(PyObject *object);
 /* A per-tensor zero point of a tensor of `type` (DMLQ_U8 or DMLQ_I8): None (0), a Python int in the
  * type's range, or a NumPy scalar or one-element array (at most `max_ndim` dimensions) of that type. */
 int dmlq_py_accept_zero_point(PyObject *object, int type, int max_ndim, int32_t *value);
-/* The output (a new reference): a new uint8/int8 array of `shape` and `type` for None, else `object`
- * itself when it is a writable array of that shape and type with positive strides (zero along a size-1
- * dimension) that overlaps no input, or only as exactly it where `identical_allowed`; else NULL (an
- * exception set only when allocating failed). */
+/* The output (a new reference): a new array of `shape` and `type` (uint8, int8 or float32) for None,
+ * else `object` itself when it is a writable, aligned, native-order array of that shape and type with
+ * positive strides (zero along a size-1 dimension) that overlaps no input, or only as exactly it where
+ * `identical_allowed`; else NULL (an exception set only when allocating failed). */
 PyArrayObject *dmlq_py_accept_output(PyObject *object, int ndim, const npy_intp *shape, int type,
                                      PyArrayObject *const *inputs, int count, int identical_allowed);
 

@@ -305,7 +305,8 @@ static PyArrayObject *column_array(PyObject *object, ptrdiff_t n, int type) {
     PyArrayObject *array = (PyArrayObject *)object;
     const int ndim = PyArray_NDIM(array);
     const int shaped = (ndim == 1 || (ndim == 2 && PyArray_DIM(array, 0) == 1)) && PyArray_DIM(array, ndim - 1) == n;
-    return shaped && dmlq_py_type_of(array) == type && PyArray_ISALIGNED(array) && PyArray_ISNOTSWAPPED(array) ? array : NULL;
+    const int readable = dmlq_py_type_of(array) == type && PyArray_ISALIGNED(array) && PyArray_ISNOTSWAPPED(array);
+    return shaped && readable ? array : NULL;
 }
 
 /* B's scale, per tensor or per column (N,) / (1, N), into scales[n]. */
@@ -360,8 +361,8 @@ PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ss
     if (reciprocal < 0) return NULL;
     const packed_matrix *packed = packed_matrix_of(args[3]);
     PyArrayObject *a = accept_matrix(args[0]), *b = packed ? NULL : accept_matrix(args[3]);
-    if (!a || (!packed && !b) || (packed && (packed->batch_dims || !dmlq_gemm_packed_for_current_level(&packed->packed))))
-        Py_RETURN_NONE;
+    const int packed_usable = packed && !packed->batch_dims && dmlq_gemm_packed_for_current_level(&packed->packed);
+    if (!a || (packed ? !packed_usable : !b)) Py_RETURN_NONE;
     const ptrdiff_t m = PyArray_DIM(a, 0), k = PyArray_DIM(a, 1);
     const ptrdiff_t n = packed ? packed->packed.n : PyArray_DIM(b, 1);
     if ((packed ? packed->packed.k : PyArray_DIM(b, 0)) != k || m == 0 || n == 0 || k == 0 || k >= MATMUL_MAX_K)

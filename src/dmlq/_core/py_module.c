@@ -119,6 +119,95 @@ static PyObject *dequantize(PyObject *self, PyObject *args) {
     return run(&loop, rows_for_level()->dequantize, &params);
 }
 
+/* ---- the NumPy layer's per-tensor calls in one step (see py_parameters.c and py_matmul.c) ---- */
+
+/* A data operand of at least one element and one dimension (a 0-d result is the layer's concern). */
+static PyArrayObject *accept_data(PyObject *object, int first_type, int second_type) {
+    PyArrayObject *array = dmlq_py_accept_array(object, first_type, second_type);
+    return array && PyArray_NDIM(array) && PyArray_SIZE(array) ? array : NULL;
+}
+
+/* A per-tensor scale and zero point as the loop's operands 1 and 2: values read with stride 0, as a
+ * broadcast one-element array would be (no zero point: NULL). */
+static void bind_per_tensor(dmlq_loop *loop, const float *scale, const char *zero_point) {
+    loop->data[1] = (char *)scale;
+    loop->data[2] = (char *)zero_point;
+}
+
+/* The result array on success, NULL with an exception, after running `row` over arrays {data, out}
+ * with the per-tensor scale and zero point. */
+static PyObject *run_per_tensor(PyArrayObject *data, PyArrayObject *out, const float *scale, const char *zero_point,
+                                dmlq_row_fn row, const void *params) {
+    PyArrayObject *arrays[4] = {data, NULL, NULL, out};
+    dmlq_loop loop;
+    PyObject *done = NULL;
+    if (build_loop(&loop, arrays, 4) == 0) {
+        bind_per_tensor(&loop, scale, zero_point);
+        done = run(&loop, row, params);
+    }
+    if (!done) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return (PyObject *)out;
+}
+
+/* NULL with None returned for a call the one step does not take (the exception, if any, stands). */
+static PyObject *declined(void) {
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* quantize_per_tensor(x, scale, zero_point, out, reciprocal_division): dmlq.quantize_linear's common
+ * call (float32 or int32 x, per-tensor scale and uint8/int8 zero point) in one step; else None. */
+static PyObject *quantize_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "quantize_per_tensor() takes 5 arguments, got %zd", nargs);
+        return NULL;
+    }
+    const int reciprocal = PyObject_IsTrue(args[4]);
+    if (reciprocal < 0) return NULL;
+    PyArrayObject *x = accept_data(args[0], DMLQ_F32, DMLQ_I32);
+    if (!x) Py_RETURN_NONE;
+    const int ndim = PyArray_NDIM(x), carried = dmlq_py_carried_type(args[2]);
+    const int out_type = carried >= 0 ? carried : DMLQ_U8;
+    float scale;
+    int32_t zero;
+    if (!dmlq_py_accept_scale(args[1], ndim, &scale) || !dmlq_py_accept_zero_point(args[2], out_type, ndim, &zero))
+        Py_RETURN_NONE;
+    PyArrayObject *out = dmlq_py_accept_output(args[3], ndim, PyArray_DIMS(x), out_type, &x, 1, 0);
+    if (!out) return declined();
+    const char zero_byte = (char)zero;
+    dmlq_quantize_params params = {dmlq_py_type_of(x), DMLQ_F32, args[2] != Py_None, out_type == DMLQ_I8, reciprocal,
+                                   0.0f, 0.0f};
+    byte_bounds(out, &params.lo, &params.hi);
+    return run_per_tensor(x, out, &scale, args[2] != Py_None ? &zero_byte : NULL, rows_for_level()->quantize, &params);
+}
+
+/* dequantize_per_tensor(q, scale, zero_point, out): dmlq.dequantize_linear's common call (uint8 or
+ * int8 q, per-tensor float32 scale and zero point) in one step; else None. */
+static PyObject *dequantize_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "dequantize_per_tensor() takes 4 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyArrayObject *q = accept_data(args[0], DMLQ_U8, DMLQ_I8);
+    if (!q) Py_RETURN_NONE;
+    const int ndim = PyArray_NDIM(q), q_type = dmlq_py_type_of(q);
+    float scale;
+    int32_t zero;
+    if (!dmlq_py_accept_scale(args[1], ndim, &scale) || !dmlq_py_accept_zero_point(args[2], q_type, ndim, &zero))
+        Py_RETURN_NONE;
+    PyArrayObject *out = dmlq_py_accept_output(args[3], ndim, PyArray_DIMS(q), DMLQ_F32, &q, 1, 0);
+    if (!out) return declined();
+    const char zero_byte = (char)zero;
+    const dmlq_dequantize_params params = {q_type, DMLQ_F32, DMLQ_F32, args[2] != Py_None};
+    return run_per_tensor(q, out, &scale, args[2] != Py_None ? &zero_byte : NULL, rows_for_level()->dequantize, &params);
+}
+
 /* The quantized add's parameters for arrays {a, b, out} (uint8 or int8, checked), scales {a, b, output} and
  * zero points likewise, in `loop` and `params` with the route its quotient takes; -1 on error. */
 static int qadd_setup(dmlq_loop *loop, dmlq_qadd_params *params, PyArrayObject **arrays, const float *scales,
@@ -189,16 +278,14 @@ static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args,
     float scales[3];
     int32_t zeros[3];
     if (!dmlq_py_accept_scale(args[1], ndim, &scales[0]) || !dmlq_py_accept_scale(args[4], ndim, &scales[1]) ||
-        !dmlq_py_accept_scale(args[6], ndim, &scales[2]) || !dmlq_py_accept_zero_point(args[2], a_type, ndim, &zeros[0]) ||
+        !dmlq_py_accept_scale(args[6], ndim, &scales[2]) ||
+        !dmlq_py_accept_zero_point(args[2], a_type, ndim, &zeros[0]) ||
         !dmlq_py_accept_zero_point(args[5], dmlq_py_type_of(b), ndim, &zeros[1]) ||
         !dmlq_py_accept_zero_point(args[7], out_type, ndim, &zeros[2]))
         Py_RETURN_NONE;
     PyArrayObject *arrays[3] = {a, b, NULL};
     arrays[2] = dmlq_py_accept_output(args[8], ndim, PyArray_DIMS(a), out_type, arrays, 2, 1);
-    if (!arrays[2]) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
+    if (!arrays[2]) return declined();
     dmlq_loop loop;
     dmlq_qadd_params params;
     PyObject *done = qadd_setup(&loop, &params, arrays, scales, zeros, reciprocal) < 0
@@ -409,6 +496,12 @@ static PyMethodDef methods[] = {
      "reciprocal_division)"},
     {"quantized_add_route", quantized_add_route, METH_VARARGS,
      "quantized_add_route(...): the quotient quantized_add(...) computes: 'multiply', 'corrected' or 'divide'."},
+    {"quantize_per_tensor", (PyCFunction)(void (*)(void))quantize_per_tensor, METH_FASTCALL,
+     "quantize_per_tensor(x, scale, zero_point, out, reciprocal_division): the NumPy layer's per-tensor call in "
+     "one step; None when the arguments need its general path."},
+    {"dequantize_per_tensor", (PyCFunction)(void (*)(void))dequantize_per_tensor, METH_FASTCALL,
+     "dequantize_per_tensor(q, scale, zero_point, out): the NumPy layer's per-tensor call in one step; None when "
+     "the arguments need its general path."},
     {"quantized_add_per_tensor", (PyCFunction)(void (*)(void))quantized_add_per_tensor, METH_FASTCALL,
      "quantized_add_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, "
      "output_zero_point, out, reciprocal_division): the NumPy layer's per-tensor call in one step; None when "

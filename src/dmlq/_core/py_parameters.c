@@ -15,14 +15,17 @@ static int is_small_array(PyObject *object, int max_ndim) {
            PyArray_ISNOTSWAPPED(array);
 }
 
-PyArrayObject *dmlq_py_accept_bytes(PyObject *object) {
+PyArrayObject *dmlq_py_accept_array(PyObject *object, int first_type, int second_type) {
     if (!PyArray_CheckExact(object)) return NULL;
     PyArrayObject *array = (PyArrayObject *)object;
     const int type = dmlq_py_type_of(array);
-    int usable = type == DMLQ_U8 || type == DMLQ_I8;
+    int usable = (type == first_type || type == second_type) && PyArray_ISALIGNED(array) &&
+                 PyArray_ISNOTSWAPPED(array) && PyArray_NDIM(array) <= DMLQ_MAX_DIMS;
     for (int d = 0; usable && d < PyArray_NDIM(array); d++) usable = PyArray_STRIDE(array, d) >= 0;
     return usable ? array : NULL;
 }
+
+PyArrayObject *dmlq_py_accept_bytes(PyObject *object) { return dmlq_py_accept_array(object, DMLQ_U8, DMLQ_I8); }
 
 int dmlq_py_finite_non_zero(float value) { return isfinite(value) && value != 0.0f; }
 
@@ -68,7 +71,8 @@ int dmlq_py_accept_zero_point(PyObject *object, int type, int max_ndim, int32_t 
     if (dmlq_py_carried_type(object) != type) return 0;
     if (PyArray_IsScalar(object, UByte)) *value = PyArrayScalar_VAL(object, UByte);
     else if (PyArray_IsScalar(object, Byte)) *value = PyArrayScalar_VAL(object, Byte);
-    else if (is_small_array(object, max_ndim)) *value = dmlq_byte_value(PyArray_DATA((PyArrayObject *)object), type == DMLQ_I8);
+    else if (is_small_array(object, max_ndim))
+        *value = dmlq_byte_value(PyArray_DATA((PyArrayObject *)object), type == DMLQ_I8);
     else return 0;
     return 1;
 }
@@ -76,12 +80,13 @@ int dmlq_py_accept_zero_point(PyObject *object, int type, int max_ndim, int32_t 
 PyArrayObject *dmlq_py_accept_output(PyObject *object, int ndim, const npy_intp *shape, int type,
                                      PyArrayObject *const *inputs, int count, int identical_allowed) {
     if (object == Py_None) {
-        const int typenum = type == DMLQ_I8 ? NPY_INT8 : NPY_UINT8;
+        const int typenum = type == DMLQ_F32 ? NPY_FLOAT32 : type == DMLQ_I8 ? NPY_INT8 : NPY_UINT8;
         return (PyArrayObject *)dmlq_py_new_output(ndim, shape, PyArray_DescrFromType(typenum));
     }
     if (!PyArray_Check(object)) return NULL;
     PyArrayObject *out = (PyArrayObject *)object;
     int usable = PyArray_NDIM(out) == ndim && dmlq_py_type_of(out) == type && PyArray_ISWRITEABLE(out) &&
+                 PyArray_ISALIGNED(out) && PyArray_ISNOTSWAPPED(out) &&
                  !dmlq_py_overlaps(out, inputs, count, identical_allowed);
     for (int d = 0; usable && d < ndim; d++)
         usable = PyArray_DIM(out, d) == shape[d] && (PyArray_STRIDE(out, d) > 0 || shape[d] == 1);
