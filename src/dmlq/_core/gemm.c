@@ -264,7 +264,7 @@ typedef struct {
     const gemm_kernels *kernels;
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
-    ptrdiff_t direct_panels; /* B panels [0, direct_panels) are read from B itself (dot_row_major), not packed */
+    int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm.h) */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
@@ -289,6 +289,11 @@ static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, 
 static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const char *a = p->a + p->a_offsets[batch];
+    if (c->b_in_place) { /* the one panel of A'' */
+        c->kernels->pack_a_row_major((int16_t *)pk->a, a, p->m, p->k, p->a_row, p->a_col, p->a_signed,
+                                     p->a_zero_point, pk->row_sums);
+        return;
+    }
     const int mr = c->kernels->mr;
     for (ptrdiff_t panel = first; panel < end; panel++) {
         const ptrdiff_t m0 = panel * mr;
@@ -308,15 +313,15 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
 }
 
 /* How many chunks of a batch's B this multiply packs: the panels it does not read directly. */
-static ptrdiff_t chunks_to_pack(const gemm_context *c) { return pack_chunks(c->n_panels - c->direct_panels); }
+static ptrdiff_t chunks_to_pack(const gemm_context *c) { return c->b_in_place ? 0 : pack_chunks(c->n_panels); }
 
 /* Chunks [first, end) of the panels a batch's B has packed, into the multiply's own buffers. */
 static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
-                           p->b_signed ? 0 : 0x80, pk->b, c->direct_panels, c->b_panel_bytes, pk->column_sums};
+                           p->b_signed ? 0 : 0x80, pk->b, 0, c->b_panel_bytes, pk->column_sums};
     for (ptrdiff_t chunk = first; chunk < end; chunk++) {
-        const ptrdiff_t panel = c->direct_panels + chunk * PACK_PANELS;
+        const ptrdiff_t panel = chunk * PACK_PANELS;
         pack_b_chunk(&job, panel, min_size(panel + PACK_PANELS, c->n_panels));
     }
 }
@@ -342,7 +347,7 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
                             p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch)};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
-    const int8_t *b = b_panels(c, pk, batch) + (n_panel - c->direct_panels) * c->b_panel_bytes;
+    const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->groups <= GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
@@ -361,10 +366,10 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
 /* Panels read from a row-major B are computed ROW_MAJOR_PANELS at a time, in steps of
  * ROW_MAJOR_PAIRS pairs of k: each step reads whole lines of its rows (1 KiB of each), and the
  * rows' pages once per block of panels rather than once per panel. */
-enum { ROW_MAJOR_PANELS = 64, ROW_MAJOR_PAIRS = 64, ROW_MAJOR_TILE = GEMM_MR * 16 };
+enum { ROW_MAJOR_PANELS = 64, ROW_MAJOR_PAIRS = 64, ROW_MAJOR_TILE = GEMM_MR * 16, LINE_BYTES = 64 };
 
 static ptrdiff_t block_panels(const gemm_context *c) {
-    const ptrdiff_t block = c->direct_panels ? ROW_MAJOR_PANELS : BLOCK_BYTES / c->b_panel_bytes;
+    const ptrdiff_t block = c->b_in_place ? ROW_MAJOR_PANELS : BLOCK_BYTES / c->b_panel_bytes;
     return block < 1 ? 1 : block;
 }
 
@@ -378,33 +383,57 @@ static void prefetch_line_of_rows(const char *start, ptrdiff_t rows, ptrdiff_t s
 #endif
 }
 
-/* Tiles of the one A panel with panels [first, end) of a row-major B, read in place. */
+/* B's last columns, short of a whole panel, as rows of NR bytes (zero beyond N). */
+static const char *copy_column_tail(const gemm_context *c, const packed_operands *pk, const char *b) {
+    const dmlq_gemm_problem *p = c->p;
+    const int nr = c->kernels->nr;
+    const ptrdiff_t n0 = p->n / nr * nr;
+    char *tail = (char *)pk->b;
+    memset(tail, 0, (size_t)(p->k * nr));
+    for (ptrdiff_t kk = 0; kk < p->k; kk++) memcpy(tail + kk * nr, b + kk * p->b_row + n0, (size_t)(p->n - n0));
+    return tail;
+}
+
+/* The panels of one kernel call from panel n on: a cache line of whole panels, or the tail alone. */
+static ptrdiff_t panels_at(const gemm_context *c, ptrdiff_t n, ptrdiff_t end) {
+    const ptrdiff_t whole = c->p->n / c->kernels->nr, line = LINE_BYTES / c->kernels->nr;
+    return n >= whole ? 1 : min_size(min_size(line > 1 ? line : 1, end - n), whole - n);
+}
+
+/* Tiles of the A'' panel with panels [first, end) of a row-major B, read in place. */
 static void compute_row_major(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t first,
                               ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const gemm_kernels *kernels = c->kernels;
-    const int nr = kernels->nr, rows = (int)p->m, tile_ints = (rows + 1) * nr;
+    const int nr = kernels->nr, rows = (int)p->m;
+    const ptrdiff_t whole = p->n / nr, a_pair_words = 2 * p->m;
     const char *b = p->b + p->b_offsets[batch];
-    ptrdiff_t lda;
-    const uint8_t *a = a_panel(c, pk, batch, 0, &lda);
-    int32_t sums[ROW_MAJOR_PANELS][ROW_MAJOR_TILE] = {{0}};
-    _Alignas(64) int32_t dots[ROW_MAJOR_TILE];
+    const char *tail = end > whole ? copy_column_tail(c, pk, b) : NULL;
+    const int16_t *a = (const int16_t *)pk->a;
+    _Alignas(64) int32_t sums[ROW_MAJOR_PANELS * ROW_MAJOR_TILE]; /* per kernel call: [rows][panels * nr] */
+    memset(sums, 0, sizeof(int32_t) * (size_t)((end - first) * rows * nr));
     for (ptrdiff_t pair = 0; pair < p->k / 2; pair += ROW_MAJOR_PAIRS) {
         const ptrdiff_t pairs = min_size(ROW_MAJOR_PAIRS, p->k / 2 - pair);
-        for (ptrdiff_t n = first; n < end; n++) {
-            if (n * nr % 64 == 0) /* the first panel of a cache line: fetch the next line of these rows meanwhile */
-                prefetch_line_of_rows(b + 2 * pair * p->b_row + n * nr + 64, 2 * pairs, p->b_row);
-            kernels->dot_row_major(a + pair / 2 * kernels->a_group_bytes, b + 2 * pair * p->b_row + n * nr, p->b_row,
-                                   pairs, rows, p->b_signed ? 0 : 0x80, dots);
-            for (int i = 0; i < tile_ints; i++) sums[n - first][i] += dots[i];
+        for (ptrdiff_t n = first, panels; n < end; n += panels) {
+            panels = panels_at(c, n, end);
+            const int read_in_place = n < whole;
+            const char *rows_of_b = read_in_place ? b + 2 * pair * p->b_row + n * nr : tail + 2 * pair * nr;
+            const ptrdiff_t b_row = read_in_place ? p->b_row : nr;
+            if (read_in_place) /* fetch the next line of these rows meanwhile */
+                prefetch_line_of_rows(rows_of_b + LINE_BYTES, 2 * pairs, b_row);
+            kernels->dot_row_major(a + pair * a_pair_words, a_pair_words, rows_of_b, b_row, pairs, rows, (int)panels,
+                                   p->b_signed, sums + (n - first) * rows * nr);
         }
     }
-    for (ptrdiff_t n = first; n < end; n++) { /* the column sums came in the tile's row `rows` */
-        const ptrdiff_t n0 = n * nr;
-        memcpy(pk->column_sums + n0, sums[n - first] + rows * nr, sizeof(int32_t) * (size_t)nr);
-        const gemm_tile tile = {0, n0, rows, nr, nr, p->out + p->out_offsets[batch] + n0 * p->out_col,
-                                p->out_row, p->out_col, pk->row_sums, pk->column_sums};
-        kernels->requantize(sums[n - first], &tile, &c->q);
+    for (ptrdiff_t n = first, panels; n < end; n += panels) {
+        panels = panels_at(c, n, end);
+        for (ptrdiff_t s = 0; s < panels; s++) {
+            const ptrdiff_t n0 = (n + s) * nr;
+            const gemm_tile tile = {0, n0, rows, min_size(nr, p->n - n0), panels * nr,
+                                    p->out + p->out_offsets[batch] + n0 * p->out_col, p->out_row, p->out_col,
+                                    pk->row_sums, pk->column_sums};
+            kernels->requantize(sums + (n - first) * rows * nr + s * nr, &tile, &c->q);
+        }
     }
 }
 
@@ -412,9 +441,9 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
  * L2 while the A panels pass through it. */
 static void compute_block(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
                           ptrdiff_t nb, ptrdiff_t n_end) {
-    const ptrdiff_t end = min_size(nb + block_panels(c), n_end), row_major_end = min_size(end, c->direct_panels);
-    if (nb < row_major_end) compute_row_major(c, pk, batch, nb, row_major_end);
-    for (ptrdiff_t n = nb > row_major_end ? nb : row_major_end; n < end; n++) compute_tile(c, pk, batch, m, n);
+    const ptrdiff_t end = min_size(nb + block_panels(c), n_end);
+    if (c->b_in_place) compute_row_major(c, pk, batch, nb, end);
+    for (ptrdiff_t n = nb; n < end && !c->b_in_place; n++) compute_tile(c, pk, batch, m, n);
 }
 
 static void run_batches_per_thread(const gemm_context *c, int thread) {
@@ -568,7 +597,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         const double factor = !real ? 1.0 : a_scale[m] * (p->reciprocal ? divisor[m] : 1.0 / divisor[m]);
         row_factor[m] = (float)factor;
         zero_point[m] = real ? (double)p->out_zero_point[m] : 0.0;
-        a_zero[m] = real ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
+        a_zero[m] = real && !c->b_in_place ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
         nan_possible |= !isfinite(a_scale[m]) || !isfinite(divisor[m]) || divisor[m] == 0.0 || !isfinite(1.0 / divisor[m]);
         estimate &= estimable(factor);
         largest_row_factor = fmax(largest_row_factor, fabs(factor));
@@ -578,7 +607,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const float *restrict scales = p->b_scale;
     const int32_t *restrict zero_points = p->b_zero_point;
     const ptrdiff_t n_real = p->n;
-    const int32_t b_flip = p->b_signed ? 0 : 128;
+    const int32_t b_flip = p->b_signed || c->b_in_place ? 0 : 128;
     float smallest = INFINITY, largest = 0.0f;
     int finite = 1; /* the comparisons pass NaN over: it is looked for apart, with the infinities */
     for (ptrdiff_t n = 0; n < n_real; n++) {
@@ -627,7 +656,8 @@ static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, i
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
         const int own_b = !c->p->packed_b; /* else the panels packed beforehand are read */
-        const ptrdiff_t packed_panels = c->n_panels - c->direct_panels; /* the others are read in place */
+        /* B read in place: only a column tail is copied, as rows of NR bytes */
+        const ptrdiff_t packed_panels = !c->b_in_place ? c->n_panels : c->p->n % c->kernels->nr != 0;
         pk->b = carve(l, own_b ? (size_t)(packed_panels * c->b_panel_bytes) : 0);
         pk->row_sums = carve(l, sizeof(int32_t) * (size_t)rows);
         pk->column_sums = carve(l, own_b ? sizeof(int32_t) * (size_t)columns : 0);
@@ -671,7 +701,7 @@ static void workspace_give(char *memory, int kept) {
  * it first (which reads and writes it all, then reads it again). */
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 &&
-           p->m <= kernels->row_major_rows && (p->m + 1) * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 &&
+           p->m <= kernels->row_major_rows && p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 &&
            groups <= GEMM_CHUNK_GROUPS;
 }
 
@@ -691,10 +721,11 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.groups = padded_groups(c.kernels, p->k);
     c.m_panels = (p->m + mr - 1) / mr;
     c.n_panels = (p->n + nr - 1) / nr;
-    c.a_panel_bytes = c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
-    c.a_in_place = !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
+    c.b_in_place = reads_b_directly(p, c.kernels, c.groups);
+    c.a_panel_bytes = c.b_in_place ? (ptrdiff_t)sizeof(int16_t) * p->k * p->m
+                                   : c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
+    c.a_in_place = !c.b_in_place && !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
     c.b_panel_bytes = c.groups * nr * 4;
-    c.direct_panels = reads_b_directly(p, c.kernels, c.groups) ? p->n / nr : 0;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
     const int buffers = c.per_thread_batches ? threads : 1;
@@ -712,6 +743,8 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     if (status == 0) {
         lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
         fill_quantization(&c, doubles, floats, zeros);
+        if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
+            memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
         c.packed = packed;
         c.packed_ahead = packs_ahead(&c, threads);
         if (c.packed_ahead) {

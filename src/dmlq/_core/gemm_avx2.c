@@ -27,7 +27,8 @@ enum {
     PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
     PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
     PREFETCH_BYTES = 4096,
-    ROW_MAJOR_ROWS = 4 /* a row-major B's tiles: rows of A plus the row of ones, in registers */
+    ROW_MAJOR_ROWS = 4,  /* rows of A with a row-major B, */
+    ROW_MAJOR_WIDEST = 4 /* and panels at a time: their accumulators stay in registers */
 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -42,39 +43,24 @@ static ALWAYS_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
     return acc;
 }
 
-/* dot(A', B') of `rows` rows x NR columns over `pairs` pairs of k, into tile[MR * NR]: from a packed
- * panel, or (`row_major`) from a row-major B itself, bytes xor `flip`, rows b_row apart, with the
- * columns' sums over those pairs in tile row `rows` (a row of ones in A). */
-static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t b_row, __m128i flip, ptrdiff_t pairs,
-                                   int32_t *tile, const int rows, const int row_major) {
-    enum { MAX_SUMS = MR + 1 };
-    const int sums = rows + row_major;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc[MAX_SUMS][2];
-    for (int m = 0; m < sums; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES) {
-        __m256i left, right;
-        if (row_major) {
-            const __m128i first = _mm_xor_si128(_mm_loadu_si128((const __m128i *)b), flip);
-            const __m128i second = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + b_row)), flip);
-            left = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(first, second));
-            right = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(first, second));
-            b += 2 * b_row;
-        } else {
-            _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
-            left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-            right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
-            b += PAIR_B_BYTES;
-        }
-        for (int m = 0; m < sums; m++) {
+/* dot(A', B') of `rows` rows x NR columns of a packed panel over `pairs` pairs of k, into
+ * tile[MR * NR]. */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t pairs, int32_t *tile, const int rows) {
+    __m256i acc[MR][2];
+    for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES, b += PAIR_B_BYTES) {
+        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+        const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+        const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+        for (int m = 0; m < rows; m++) {
             int32_t words;
-            if (m < rows) memcpy(&words, a + 4 * m, 4);
-            const __m256i pair = m < rows ? _mm256_set1_epi32(words) : ones;
+            memcpy(&words, a + 4 * m, 4);
+            const __m256i pair = _mm256_set1_epi32(words);
             acc[m][0] = add_products(acc[m][0], pair, left);
             acc[m][1] = add_products(acc[m][1], pair, right);
         }
     }
-    for (int m = 0; m < sums; m++) {
+    for (int m = 0; m < rows; m++) {
         _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
         _mm256_store_si256((__m256i *)(tile + m * NR + 8), acc[m][1]);
     }
@@ -83,26 +69,121 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t 
 static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
     (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
     const ptrdiff_t pairs = 2 * groups;
-    const __m128i none = _mm_setzero_si128();
     switch (rows) {
-    case 1: dot_rows(a, b, 0, none, pairs, tile, 1, 0); break;
-    case 2: dot_rows(a, b, 0, none, pairs, tile, 2, 0); break;
-    case 3: dot_rows(a, b, 0, none, pairs, tile, 3, 0); break;
-    case 4: dot_rows(a, b, 0, none, pairs, tile, 4, 0); break;
-    case 5: dot_rows(a, b, 0, none, pairs, tile, 5, 0); break;
-    default: dot_rows(a, b, 0, none, pairs, tile, MR, 0); break;
+    case 1: dot_rows(a, b, pairs, tile, 1); break;
+    case 2: dot_rows(a, b, pairs, tile, 2); break;
+    case 3: dot_rows(a, b, pairs, tile, 3); break;
+    case 4: dot_rows(a, b, pairs, tile, 4); break;
+    case 5: dot_rows(a, b, pairs, tile, 5); break;
+    default: dot_rows(a, b, pairs, tile, MR); break;
     }
 }
 
-static void dot_row_major_avx2(const uint8_t *a, const char *b, ptrdiff_t b_row, ptrdiff_t pairs, int rows,
-                               uint8_t flip, int32_t *tile) {
+/* ---- B read where it lies ------------------------------------------------------------------------ */
+
+/* 16 bytes of a row of B as words. */
+static ALWAYS_INLINE __m256i widened(const int8_t *bytes, const int b_signed) {
+    const __m128i row = _mm_loadu_si128((const __m128i *)bytes);
+    return b_signed ? _mm256_cvtepi8_epi16(row) : _mm256_cvtepu8_epi16(row);
+}
+
+/* The tile's two vectors of 8 columns, 0-7 and 8-15, as the kernel's 0-3 | 8-11 and 4-7 | 12-15
+ * (and back: the same exchange of 128-bit halves). */
+static ALWAYS_INLINE void exchange_halves(__m256i *first, __m256i *second) {
+    const __m256i low = _mm256_permute2x128_si256(*first, *second, 0x20);
+    *second = _mm256_permute2x128_si256(*first, *second, 0x31);
+    *first = low;
+}
+
+/* Adds dot(A'', B) of `rows` rows x `panels` panels over `pairs` pairs of k into tile[rows][stride]
+ * (gemm.h). Per pair and panel, both rows' 16 bytes are widened straight from memory and their
+ * words interleaved within each 128-bit half (no lane crossing): the products then come out for
+ * columns 0-3 | 8-11 and 4-7 | 12-15, which the tile's loads and stores put back in order. */
+static ALWAYS_INLINE void dot_b_rows(const int16_t *a, ptrdiff_t a_pair_words, const int8_t *b, ptrdiff_t b_row,
+                                     ptrdiff_t pairs, int32_t *tile, ptrdiff_t stride, const int rows,
+                                     const int panels, const int b_signed) {
+    __m256i acc[ROW_MAJOR_ROWS][ROW_MAJOR_WIDEST][2];
+    for (int m = 0; m < rows; m++)
+        for (int s = 0; s < panels; s++) {
+            acc[m][s][0] = _mm256_load_si256((const __m256i *)(tile + m * stride + s * NR));
+            acc[m][s][1] = _mm256_load_si256((const __m256i *)(tile + m * stride + s * NR + 8));
+            exchange_halves(&acc[m][s][0], &acc[m][s][1]);
+        }
+    for (ptrdiff_t p = 0; p < pairs; p++, a += a_pair_words, b += 2 * b_row)
+        for (int s = 0; s < panels; s++) {
+            const __m256i first = widened(b + s * NR, b_signed), second = widened(b + b_row + s * NR, b_signed);
+            const __m256i left = _mm256_unpacklo_epi16(first, second), right = _mm256_unpackhi_epi16(first, second);
+            for (int m = 0; m < rows; m++) {
+                int32_t words;
+                memcpy(&words, a + 2 * m, 4);
+                const __m256i pair = _mm256_set1_epi32(words);
+                acc[m][s][0] = add_products(acc[m][s][0], pair, left);
+                acc[m][s][1] = add_products(acc[m][s][1], pair, right);
+            }
+        }
+    for (int m = 0; m < rows; m++)
+        for (int s = 0; s < panels; s++) {
+            exchange_halves(&acc[m][s][0], &acc[m][s][1]);
+            _mm256_store_si256((__m256i *)(tile + m * stride + s * NR), acc[m][s][0]);
+            _mm256_store_si256((__m256i *)(tile + m * stride + s * NR + 8), acc[m][s][1]);
+        }
+}
+
+/* One kernel per row count and B type, each as many panels wide as its accumulators allow in the
+ * 16 registers: 4 for one row, 2 for two, 1 for three or four (the widest reads a whole cache line
+ * of each row of B). */
+#define DOT_B_ROWS(rows, panels, b_signed) \
+    dot_b_rows(a, a_pair_words, b + s * NR, b_row, pairs, tile + s * NR, stride, rows, panels, b_signed)
+
+static ALWAYS_INLINE void dot_row_major_typed(const int16_t *a, ptrdiff_t a_pair_words, const int8_t *b,
+                                              ptrdiff_t b_row, ptrdiff_t pairs, int rows, int panels, int32_t *tile,
+                                              const int b_signed) {
+    const ptrdiff_t stride = (ptrdiff_t)panels * NR;
+    for (int s = 0; s < panels;) {
+        const int left = panels - s;
+        if (rows == 1 && left >= 4) {
+            DOT_B_ROWS(1, 4, b_signed);
+            s += 4;
+        } else if (rows <= 2 && left >= 2) {
+            if (rows == 1) DOT_B_ROWS(1, 2, b_signed);
+            else DOT_B_ROWS(2, 2, b_signed);
+            s += 2;
+        } else {
+            switch (rows) {
+            case 1: DOT_B_ROWS(1, 1, b_signed); break;
+            case 2: DOT_B_ROWS(2, 1, b_signed); break;
+            case 3: DOT_B_ROWS(3, 1, b_signed); break;
+            default: DOT_B_ROWS(ROW_MAJOR_ROWS, 1, b_signed); break;
+            }
+            s += 1;
+        }
+    }
+}
+
+static void dot_row_major_avx2(const int16_t *a, ptrdiff_t a_pair_words, const char *b, ptrdiff_t b_row,
+                               ptrdiff_t pairs, int rows, int panels, int b_signed, int32_t *tile) {
     const int8_t *bytes = (const int8_t *)b;
-    const __m128i flips = _mm_set1_epi8((char)flip);
-    switch (rows) {
-    case 1: dot_rows(a, bytes, b_row, flips, pairs, tile, 1, 1); break;
-    case 2: dot_rows(a, bytes, b_row, flips, pairs, tile, 2, 1); break;
-    case 3: dot_rows(a, bytes, b_row, flips, pairs, tile, 3, 1); break;
-    default: dot_rows(a, bytes, b_row, flips, pairs, tile, ROW_MAJOR_ROWS, 1); break;
+    if (b_signed)
+        dot_row_major_typed(a, a_pair_words, bytes, b_row, pairs, rows, panels, tile, 1);
+    else
+        dot_row_major_typed(a, a_pair_words, bytes, b_row, pairs, rows, panels, tile, 0);
+}
+
+/* A'' = A - za of `rows` rows (row r at a + r * a_row, its bytes a_col apart) as words, per pair of
+ * k the rows' two words side by side; the rows' sums. */
+static void pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                                  ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums) {
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const char *row = a + r * a_row;
+        const int32_t zero_point = zero_points[r];
+        int32_t sum = 0;
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            const char *element = row + kk * a_col;
+            const int32_t value = (a_signed ? *(const int8_t *)element : *(const uint8_t *)element) - zero_point;
+            dst[kk / 2 * 2 * rows + 2 * r + kk % 2] = (int16_t)value;
+            sum += value;
+        }
+        row_sums[r] = sum;
     }
 }
 
@@ -341,6 +422,7 @@ static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_q
 
 const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
                                      .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
+                                     .pack_a_row_major = pack_a_row_major_avx2,
                                      .row_major_rows = ROW_MAJOR_ROWS, .requantize = requantize_avx2,
                                      .pack_a = pack_a_avx2, .column_sums = column_sums_avx2,
                                      .pack_b_pairs = pack_b_pairs_avx2};
