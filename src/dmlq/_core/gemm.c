@@ -363,24 +363,21 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     store_requantized(sums, &tile, &c->q);
 }
 
-/* Panels read from a row-major B are computed ROW_MAJOR_PANELS at a time, in steps of
- * ROW_MAJOR_PAIRS pairs of k: each step reads whole lines of its rows (1 KiB of each), and the
- * rows' pages once per block of panels rather than once per panel. */
-enum { ROW_MAJOR_PANELS = 64, ROW_MAJOR_PAIRS = 64, ROW_MAJOR_TILE = GEMM_MR * 16, LINE_BYTES = 64 };
+/* A row-major B read in place is computed in blocks of columns whose tile (ROW_MAJOR_TILE_INTS
+ * sums) stays in L1, a few pairs of k at a time (their rows of the block stream through the cache
+ * in order, and the next pairs' are asked for meanwhile); rows whose stride is a multiple of 4 KiB
+ * share their L1 set, so fewer of them at a time, and none asked for ahead. */
+enum {
+    ROW_MAJOR_TILE_INTS = 4096,
+    ROW_MAJOR_TILE = GEMM_MR * 16, /* a column tail's tile */
+    ROW_MAJOR_PAIRS = 8,
+    ALIASED_PAIRS = 4
+};
 
 static ptrdiff_t block_panels(const gemm_context *c) {
-    const ptrdiff_t block = c->b_in_place ? ROW_MAJOR_PANELS : BLOCK_BYTES / c->b_panel_bytes;
+    const ptrdiff_t block = c->b_in_place ? ROW_MAJOR_TILE_INTS / (c->p->m * c->kernels->nr)
+                                          : BLOCK_BYTES / c->b_panel_bytes;
     return block < 1 ? 1 : block;
-}
-
-/* Asks for one cache line of each of `rows` rows, `stride` apart (the hardware prefetchers do not
- * follow rows 4 KiB apart). */
-static void prefetch_line_of_rows(const char *start, ptrdiff_t rows, ptrdiff_t stride) {
-#if DMLQ_X86
-    for (ptrdiff_t r = 0; r < rows; r++) _mm_prefetch(start + r * stride, _MM_HINT_T0);
-#else
-    (void)start, (void)rows, (void)stride;
-#endif
 }
 
 /* B's last columns, short of a whole panel, as rows of NR bytes (zero beyond N). */
@@ -394,46 +391,41 @@ static const char *copy_column_tail(const gemm_context *c, const packed_operands
     return tail;
 }
 
-/* The panels of one kernel call from panel n on: a cache line of whole panels, or the tail alone. */
-static ptrdiff_t panels_at(const gemm_context *c, ptrdiff_t n, ptrdiff_t end) {
-    const ptrdiff_t whole = c->p->n / c->kernels->nr, line = LINE_BYTES / c->kernels->nr;
-    return n >= whole ? 1 : min_size(min_size(line > 1 ? line : 1, end - n), whole - n);
-}
-
-/* Tiles of the A'' panel with panels [first, end) of a row-major B, read in place. */
+/* Tiles of the A'' panel with panels [first, end) of a row-major B, read in place (and the column
+ * tail, copied). */
 static void compute_row_major(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t first,
                               ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const gemm_kernels *kernels = c->kernels;
     const int nr = kernels->nr, rows = (int)p->m;
     const ptrdiff_t whole = p->n / nr, a_pair_words = 2 * p->m;
-    const char *b = p->b + p->b_offsets[batch];
-    const char *tail = end > whole ? copy_column_tail(c, pk, b) : NULL;
+    const ptrdiff_t in_place = min_size(end, whole) - first > 0 ? min_size(end, whole) - first : 0;
+    const char *b = p->b + p->b_offsets[batch] + first * nr;
+    const char *tail = end > whole ? copy_column_tail(c, pk, p->b + p->b_offsets[batch]) : NULL;
     const int16_t *a = (const int16_t *)pk->a;
-    _Alignas(64) int32_t sums[ROW_MAJOR_PANELS * ROW_MAJOR_TILE]; /* per kernel call: [rows][panels * nr] */
+    _Alignas(64) int32_t sums[ROW_MAJOR_TILE_INTS + ROW_MAJOR_TILE]; /* [rows][in_place * nr], the tail's [rows][nr] */
+    int32_t *tail_sums = sums + rows * in_place * nr;
     memset(sums, 0, sizeof(int32_t) * (size_t)((end - first) * rows * nr));
-    for (ptrdiff_t pair = 0; pair < p->k / 2; pair += ROW_MAJOR_PAIRS) {
-        const ptrdiff_t pairs = min_size(ROW_MAJOR_PAIRS, p->k / 2 - pair);
-        for (ptrdiff_t n = first, panels; n < end; n += panels) {
-            panels = panels_at(c, n, end);
-            const int read_in_place = n < whole;
-            const char *rows_of_b = read_in_place ? b + 2 * pair * p->b_row + n * nr : tail + 2 * pair * nr;
-            const ptrdiff_t b_row = read_in_place ? p->b_row : nr;
-            if (read_in_place) /* fetch the next line of these rows meanwhile */
-                prefetch_line_of_rows(rows_of_b + LINE_BYTES, 2 * pairs, b_row);
-            kernels->dot_row_major(a + pair * a_pair_words, a_pair_words, rows_of_b, b_row, pairs, rows, (int)panels,
-                                   p->b_signed, sums + (n - first) * rows * nr);
-        }
+    const int aliased = p->b_row % 4096 == 0;
+    const ptrdiff_t step = aliased ? ALIASED_PAIRS : ROW_MAJOR_PAIRS;
+    const ptrdiff_t ahead = aliased ? 0 : 2 * step; /* rows: the next step's */
+    for (ptrdiff_t pair = 0; pair < p->k / 2; pair += step) {
+        const ptrdiff_t pairs = min_size(step, p->k / 2 - pair);
+        const int16_t *a_pairs = a + pair * a_pair_words;
+        if (in_place)
+            kernels->dot_row_major(a_pairs, a_pair_words, b + 2 * pair * p->b_row, p->b_row, pairs, ahead, rows,
+                                   (int)in_place, p->b_signed, sums);
+        if (tail)
+            kernels->dot_row_major(a_pairs, a_pair_words, tail + 2 * pair * nr, nr, pairs, 0, rows, 1, p->b_signed,
+                                   tail_sums);
     }
-    for (ptrdiff_t n = first, panels; n < end; n += panels) {
-        panels = panels_at(c, n, end);
-        for (ptrdiff_t s = 0; s < panels; s++) {
-            const ptrdiff_t n0 = (n + s) * nr;
-            const gemm_tile tile = {0, n0, rows, min_size(nr, p->n - n0), panels * nr,
-                                    p->out + p->out_offsets[batch] + n0 * p->out_col, p->out_row, p->out_col,
-                                    pk->row_sums, pk->column_sums};
-            kernels->requantize(sums + (n - first) * rows * nr + s * nr, &tile, &c->q);
-        }
+    kernels->row_major_in_order(sums, (end - first) * rows);
+    for (ptrdiff_t n = first; n < end; n++) {
+        const ptrdiff_t n0 = n * nr;
+        const gemm_tile tile = {0, n0, rows, min_size(nr, p->n - n0), n < whole ? in_place * nr : nr,
+                                p->out + p->out_offsets[batch] + n0 * p->out_col, p->out_row, p->out_col,
+                                pk->row_sums, pk->column_sums};
+        kernels->requantize(n < whole ? sums + (n - first) * nr : tail_sums, &tile, &c->q);
     }
 }
 
@@ -579,12 +571,15 @@ static ptrdiff_t padded_groups(const gemm_kernels *kernels, ptrdiff_t k) {
     return ((k + 3) / 4 + step - 1) / step * step;
 }
 
+/* Rows of A with their quantization and row sums: whole panels, or A'' (one panel of any height). */
+static ptrdiff_t padded_rows(const gemm_context *c) { return c->b_in_place ? c->p->m : c->m_panels * c->kernels->mr; }
+
 static int estimable(double factor) { return fabs(factor) >= 0x1p-60 && fabs(factor) <= 0x1p60; }
 
 /* The per-row and per-column vectors, padded with zeros (and factors of 1) to whole panels. */
 static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
     const dmlq_gemm_problem *p = c->p;
-    const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
+    const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *b_scale = zero_point + rows;
     float *row_factor = floats, *column_factor = row_factor + rows;
     int32_t *a_zero = zeros, *b_zero = zeros + rows;
@@ -648,7 +643,7 @@ static void *carve(layout *l, size_t bytes) {
 /* The workspace's pieces: the quantization vectors, then each thread's packed operands. */
 static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, int buffers, double **doubles,
                     float **floats, int32_t **zeros) {
-    const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
+    const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
     *floats = carve(l, sizeof(float) * (size_t)(rows + columns));
     *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
@@ -697,8 +692,8 @@ static void workspace_give(char *memory, int kept) {
         release(memory);
 }
 
-/* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
- * it first (which reads and writes it all, then reads it again). */
+/* A matrix-vector product or a few rows (up to 8 on AVX2): reading B once, straight from a
+ * row-major B, beats packing it first (which reads and writes it all, then reads it again). */
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 &&
            p->m <= kernels->row_major_rows && p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 &&
@@ -719,9 +714,9 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = p->packed_b ? p->packed_b->kernels : kernels_for_level()};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
     c.groups = padded_groups(c.kernels, p->k);
-    c.m_panels = (p->m + mr - 1) / mr;
-    c.n_panels = (p->n + nr - 1) / nr;
     c.b_in_place = reads_b_directly(p, c.kernels, c.groups);
+    c.m_panels = c.b_in_place ? 1 : (p->m + mr - 1) / mr;
+    c.n_panels = (p->n + nr - 1) / nr;
     c.a_panel_bytes = c.b_in_place ? (ptrdiff_t)sizeof(int16_t) * p->k * p->m
                                    : c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
     c.a_in_place = !c.b_in_place && !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;

@@ -71,12 +71,15 @@ typedef struct {
     /* Optional, for up to `row_major_rows` rows of A with a row-major B read where it lies (see
      * above: A'' and B itself): adds dot(A'', B) over `pairs` pairs of k into tile[rows][panels * NR]
      * (`panels` panels of NR columns side by side from b on, rows b_row apart; A'' as packed by
-     * pack_a_row_major, one pair of k of row r at a[pair * a_pair_words + 2 * r]). */
+     * pack_a_row_major, one pair of k of row r at a[pair * a_pair_words + 2 * r]), prefetching the
+     * same columns `ahead` rows of B on (0: none). The tile's columns are in the kernel's own order
+     * until row_major_in_order puts them in order (`panels` runs of NR). */
     void (*dot_row_major)(const int16_t *a, ptrdiff_t a_pair_words, const char *b, ptrdiff_t b_row, ptrdiff_t pairs,
-                          int rows, int panels, int b_signed, int32_t *tile);
+                          ptrdiff_t ahead, int rows, int panels, int b_signed, int32_t *tile);
     /* A'' of `rows` rows of an even k into [pair][rows][2 words], and its rows' sums. */
     void (*pack_a_row_major)(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
                              ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
+    void (*row_major_in_order)(int32_t *tile, ptrdiff_t panels);
     int row_major_rows;
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
