@@ -15,6 +15,9 @@
  * so vpmaddwd of a row's broadcast pair and 8 columns gives those 8 columns' partial sums: no
  * horizontal additions. A tile with fewer real rows runs a kernel compiled for that many rows, so
  * a matrix-vector product does no work for padding rows.
+ * Up to 8 rows of A with a row-major B read it where it lies instead (gemm.h: A - za as words, B's
+ * own bytes): one bounded multiply per product, no column sums and no flips to apply, so what is
+ * left per pair of k is widening two rows' bytes and interleaving their words.
  */
 #include "gemm.h"
 
