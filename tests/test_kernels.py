@@ -455,9 +455,9 @@ def test_matmul_every_tile_row_count_and_k_tail(level, a_layout, a_type):
 @pytest.mark.parametrize("b_type", BYTES)
 @pytest.mark.parametrize("a_type", BYTES)
 def test_matmul_a_few_rows_read_b_in_place(level, threads, thread_count, a_type, b_type):
-    """Up to 8 rows with an unpacked row-major B and even K: B read where it lies (A - za as words),
-    in steps of k and blocks of columns (several of each here), with a column tail copied; 9 rows
-    and odd K pack B instead."""
+    """Up to 4 rows with an unpacked row-major B and even K: B read where it lies (A - za as words),
+    in steps of k and blocks of columns (several of each here), with a column tail copied; more rows
+    with a B this small, and odd K, pack B instead."""
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(22)
     for m in range(1, 10):
@@ -467,11 +467,24 @@ def test_matmul_a_few_rows_read_b_in_place(level, threads, thread_count, a_type,
             check_matmul(views, U8)
 
 
+@pytest.mark.parametrize("b_type", BYTES)
+@pytest.mark.parametrize("m", [5, 8])
+def test_matmul_more_rows_read_a_large_b_in_place(level, threads, m, b_type):
+    """5 to 8 rows read B in place once it is 8 MiB or more (two groups of rows per line of B)."""
+    dmlq.set_num_threads(2)
+    rng = np.random.default_rng(m)
+    k, n = 64, 131_072 + 19
+    views = matmul_case(
+        rng, integers(rng, U8, (m, k)), integers(rng, b_type, (k, n)), U8, b_type, U8, True, True, True
+    )
+    check_matmul(views, U8)
+
+
 @pytest.mark.parametrize("b_layout", ["4 KiB apart", "8 KiB apart, a tail", "reversed", "one row"])
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
 def test_matmul_b_in_place_row_strides(level, m, b_layout):
-    """B read in place with rows a multiple of 4 KiB apart (fewer k per step, nothing fetched ahead),
-    with rows in reverse order (a negative stride) and with one row broadcast over k (stride 0)."""
+    """B read in place with rows a multiple of 4 KiB apart (sharing L1 sets: fewer k per step, nothing
+    fetched ahead), in reverse order (a negative stride) and one row broadcast over k (stride 0)."""
     rng = np.random.default_rng(m)
     k = 36
     b = {

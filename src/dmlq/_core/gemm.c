@@ -365,8 +365,8 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
 
 /* A row-major B read in place is computed in blocks of columns whose tile (ROW_MAJOR_TILE_INTS
  * sums) stays in L1, a few pairs of k at a time (their rows of the block stream through the cache
- * in order, and the next pairs' are asked for meanwhile); rows whose stride is a multiple of 4 KiB
- * share their L1 set, so fewer of them at a time, and none asked for ahead. */
+ * in order, and the next pairs' are asked for meanwhile); rows that come back to the same L1 sets
+ * within a step (a stride of 4 KiB, 2 KiB, ...) are taken fewer at a time, none asked for ahead. */
 enum {
     ROW_MAJOR_TILE_INTS = 4096,
     ROW_MAJOR_TILE = GEMM_MR * 16, /* a column tail's tile */
@@ -391,6 +391,18 @@ static const char *copy_column_tail(const gemm_context *c, const packed_operands
     return tail;
 }
 
+/* Whether rows `stride` bytes apart come back to the same L1 sets (4 KiB of them) within one step
+ * of ROW_MAJOR_PAIRS pairs of rows. */
+static int rows_sharing_sets(ptrdiff_t stride) {
+    ptrdiff_t common = 4096, rest = stride < 0 ? -stride : stride; /* gcd(stride, 4096) */
+    while (rest) {
+        const ptrdiff_t next = common % rest;
+        common = rest;
+        rest = next;
+    }
+    return 4096 / common < 2 * ROW_MAJOR_PAIRS;
+}
+
 /* Tiles of the A'' panel with panels [first, end) of a row-major B, read in place (and the column
  * tail, copied). */
 static void compute_row_major(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t first,
@@ -406,7 +418,7 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
     _Alignas(64) int32_t sums[ROW_MAJOR_TILE_INTS + ROW_MAJOR_TILE]; /* [rows][in_place * nr], the tail's [rows][nr] */
     int32_t *tail_sums = sums + rows * in_place * nr;
     memset(sums, 0, sizeof(int32_t) * (size_t)((end - first) * rows * nr));
-    const int aliased = p->b_row % 4096 == 0;
+    const int aliased = rows_sharing_sets(p->b_row);
     const ptrdiff_t step = aliased ? ALIASED_PAIRS : ROW_MAJOR_PAIRS;
     const ptrdiff_t ahead = aliased ? 0 : 2 * step; /* rows: the next step's */
     for (ptrdiff_t pair = 0; pair < p->k / 2; pair += step) {
@@ -692,12 +704,17 @@ static void workspace_give(char *memory, int kept) {
         release(memory);
 }
 
-/* A matrix-vector product or a few rows (up to 8 on AVX2): reading B once, straight from a
- * row-major B, beats packing it first (which reads and writes it all, then reads it again). */
+/* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
+ * it first (which reads and writes it all, then reads it again). Up to 4 rows always; from 5 rows on
+ * (up to the kernels' row_major_rows) the packed kernels' taller tiles win back the packing while B
+ * stays in the caches, so only a B of DIRECT_MANY_ROWS_BYTES or more is read in place. */
+enum { DIRECT_FEW_ROWS = 4, DIRECT_MANY_ROWS_BYTES = 8 << 20 };
+
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
-    return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 &&
-           p->m <= kernels->row_major_rows && p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 &&
-           groups <= GEMM_CHUNK_GROUPS;
+    const int rows_fit = p->m <= DIRECT_FEW_ROWS ||
+                         (p->m <= kernels->row_major_rows && p->k * p->n >= DIRECT_MANY_ROWS_BYTES);
+    return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
+           p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
 }
 
 /* Packing a few panels in the caller beats packing them on every thread between two barriers: a
