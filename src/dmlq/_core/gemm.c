@@ -707,12 +707,13 @@ static void workspace_give(char *memory, int kept) {
 /* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
  * it first (which reads and writes it all, then reads it again). Up to 4 rows always; from 5 rows on
  * (up to the kernels' row_major_rows) the packed kernels' taller tiles win back the packing while B
- * stays in the caches, so only a B of DIRECT_MANY_ROWS_BYTES or more is read in place. */
-enum { DIRECT_FEW_ROWS = 4, DIRECT_MANY_ROWS_BYTES = 8 << 20 };
+ * stays in the caches, the more so the more rows, so B is read in place only from
+ * DIRECT_BYTES_PER_ROW bytes per row beyond 3 on (measured: 8 MiB for 5 rows, 20 MiB for 8). */
+enum { DIRECT_FEW_ROWS = 4, DIRECT_BYTES_PER_ROW = 4 << 20 };
 
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
-    const int rows_fit = p->m <= DIRECT_FEW_ROWS ||
-                         (p->m <= kernels->row_major_rows && p->k * p->n >= DIRECT_MANY_ROWS_BYTES);
+    const int rows_fit = p->m <= DIRECT_FEW_ROWS || (p->m <= kernels->row_major_rows &&
+                                                     p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
            p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
 }
