@@ -4,9 +4,10 @@
  * batch reads its panels there), and A copied where it cannot be read in place (gemm.h), with
  * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
- * its requantization, straight into the output. Threads either claim whole batches (many batches)
- * or share each batch's packing and tiles, claiming panels and tile rows one at a time; in both
- * cases one thread computes each output element, with the same arithmetic.
+ * its requantization, straight into the output. A few rows of A with one row-major B instead read
+ * B where it lies, in blocks of columns (compute_row_major). Threads either claim whole batches
+ * (many batches) or share each batch's packing and tiles, claiming panels and tile rows one at a
+ * time; in both cases one thread computes each output element, with the same arithmetic.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -446,8 +447,10 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
 static void compute_block(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
                           ptrdiff_t nb, ptrdiff_t n_end) {
     const ptrdiff_t end = min_size(nb + block_panels(c), n_end);
-    if (c->b_in_place) compute_row_major(c, pk, batch, nb, end);
-    for (ptrdiff_t n = nb; n < end && !c->b_in_place; n++) compute_tile(c, pk, batch, m, n);
+    if (c->b_in_place)
+        compute_row_major(c, pk, batch, nb, end);
+    else
+        for (ptrdiff_t n = nb; n < end; n++) compute_tile(c, pk, batch, m, n);
 }
 
 static void run_batches_per_thread(const gemm_context *c, int thread) {
