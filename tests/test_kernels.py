@@ -453,16 +453,71 @@ def test_matmul_every_tile_row_count_and_k_tail(level, a_layout, a_type):
 
 @pytest.mark.parametrize("thread_count", [1, 2])
 @pytest.mark.parametrize("b_type", BYTES)
-def test_matmul_a_few_rows_read_b_in_place(level, threads, thread_count, b_type):
-    """Up to 4 rows with an unpacked row-major B and even K: B read where it lies, in steps of k
-    and blocks of columns (several of each here), with its column sums; a column tail is packed."""
+@pytest.mark.parametrize("a_type", BYTES)
+def test_matmul_a_few_rows_read_b_in_place(level, threads, thread_count, a_type, b_type):
+    """Up to 4 rows with an unpacked row-major B and even K: B read where it lies (A - za as words),
+    in steps of k and blocks of columns (several of each here), with a column tail copied; more rows
+    with a B this small, and odd K, pack B instead."""
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(22)
-    for m in range(1, 6):
-        for k, n in ((2, 16), (130, 1043), (300, 2 * 1024 + 16)):
-            views = matmul_case(rng, integers(rng, U8, (m, k)), integers(rng, b_type, (k, n)), U8, b_type, U8,
-                                True, True, True)  # fmt: skip
+    for m in range(1, 10):
+        for k, n in ((2, 16), (130, 1043), (300, 2 * 1024 + 16), (31, 40)):
+            a, b = integers(rng, a_type, (m, k)), integers(rng, b_type, (k, n))
+            views = matmul_case(rng, a, b, a_type, b_type, U8, m % 2 == 1, m % 3 != 0, True)
             check_matmul(views, U8)
+
+
+@pytest.mark.parametrize("b_type", BYTES)
+@pytest.mark.parametrize("m", [5, 8])
+def test_matmul_more_rows_read_a_large_b_in_place(threads, m, b_type):
+    """5 to 8 rows read B in place once it is (m - 3) * 4 MiB or more (two groups of rows per line of B;
+    at the detected level only: the portable kernels pack B at any size)."""
+    dmlq.set_num_threads(2)
+    rng = np.random.default_rng(m)
+    k = 32
+    n = (m - 3) * 4 * 2**20 // k + 19
+    views = matmul_case(
+        rng, integers(rng, U8, (m, k)), integers(rng, b_type, (k, n)), U8, b_type, U8, True, True, True
+    )
+    check_matmul(views, U8)
+
+
+@pytest.mark.parametrize("b_layout", ["4 KiB apart", "8 KiB apart, a tail", "reversed", "one row"])
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+def test_matmul_b_in_place_row_strides(level, m, b_layout):
+    """B read in place with rows a multiple of 4 KiB apart (sharing L1 sets: fewer k per step, nothing
+    fetched ahead), in reverse order (a negative stride) and one row broadcast over k (stride 0)."""
+    rng = np.random.default_rng(m)
+    k = 36
+    b = {
+        "4 KiB apart": integers(rng, I8, (k, 4096)),
+        "8 KiB apart, a tail": integers(rng, I8, (k, 8192))[:, :100],
+        "reversed": integers(rng, I8, (k, 70))[::-1],
+        "one row": np.broadcast_to(integers(rng, I8, (1, 70)), (k, 70)),
+    }[b_layout]
+    views = matmul_case(rng, integers(rng, U8, (m, k)), b, U8, I8, U8, True, True, True)
+    check_matmul(views, U8)
+
+
+@pytest.mark.parametrize(
+    "a_value, a_zero, b_type, b_value, b_zero", [(0, 255, U8, 255, 0), (255, 0, I8, -128, 127)]
+)
+def test_matmul_b_in_place_at_its_k_limit(level, a_value, a_zero, b_type, b_value, b_zero):
+    """K = 32 768, the longest K read in place, with |A - za| = 255 against B's largest magnitude:
+    the int32 sums of A - za times B's own bytes at their extreme."""
+    m, k, n = 2, 32_768, 19
+    views = {
+        "a": np.full((m, k), a_value, U8),
+        "a_scale": F32([[1.0]]),
+        "a_zero_point": U8([[a_zero]]),
+        "b": np.full((k, n), b_value, b_type),
+        "b_scale": F32([[1.0]]),
+        "b_zero_point": b_type([[b_zero]]),
+        "output_scale": F32([[2.0**25], [2.0**26]]),
+        "output_zero_point": I8([[0], [3]]),
+    }
+    got = np.abs(check_matmul(views, I8).astype(int))
+    assert (got > 20).all() and (got < 127).all()  # exact, unsaturated
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,10 @@
  * batch reads its panels there), and A copied where it cannot be read in place (gemm.h), with
  * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
- * its requantization, straight into the output. Threads either claim whole batches (many batches)
- * or share each batch's packing and tiles, claiming panels and tile rows one at a time; in both
- * cases one thread computes each output element, with the same arithmetic.
+ * its requantization, straight into the output. A few rows of A with one row-major B instead read
+ * B where it lies, in blocks of columns (compute_row_major). Threads either claim whole batches
+ * (many batches) or share each batch's packing and tiles, claiming panels and tile rows one at a
+ * time; in both cases one thread computes each output element, with the same arithmetic.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -264,7 +265,7 @@ typedef struct {
     const gemm_kernels *kernels;
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
-    ptrdiff_t direct_panels; /* B panels [0, direct_panels) are read from B itself (dot_row_major), not packed */
+    int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm.h) */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
@@ -289,6 +290,11 @@ static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, 
 static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const char *a = p->a + p->a_offsets[batch];
+    if (c->b_in_place) { /* the one panel of A'' */
+        c->kernels->pack_a_row_major((int16_t *)pk->a, a, p->m, p->k, p->a_row, p->a_col, p->a_signed,
+                                     p->a_zero_point, pk->row_sums);
+        return;
+    }
     const int mr = c->kernels->mr;
     for (ptrdiff_t panel = first; panel < end; panel++) {
         const ptrdiff_t m0 = panel * mr;
@@ -308,15 +314,15 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
 }
 
 /* How many chunks of a batch's B this multiply packs: the panels it does not read directly. */
-static ptrdiff_t chunks_to_pack(const gemm_context *c) { return pack_chunks(c->n_panels - c->direct_panels); }
+static ptrdiff_t chunks_to_pack(const gemm_context *c) { return c->b_in_place ? 0 : pack_chunks(c->n_panels); }
 
 /* Chunks [first, end) of the panels a batch's B has packed, into the multiply's own buffers. */
 static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
-                           p->b_signed ? 0 : 0x80, pk->b, c->direct_panels, c->b_panel_bytes, pk->column_sums};
+                           p->b_signed ? 0 : 0x80, pk->b, 0, c->b_panel_bytes, pk->column_sums};
     for (ptrdiff_t chunk = first; chunk < end; chunk++) {
-        const ptrdiff_t panel = c->direct_panels + chunk * PACK_PANELS;
+        const ptrdiff_t panel = chunk * PACK_PANELS;
         pack_b_chunk(&job, panel, min_size(panel + PACK_PANELS, c->n_panels));
     }
 }
@@ -342,7 +348,7 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
                             p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch)};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
-    const int8_t *b = b_panels(c, pk, batch) + (n_panel - c->direct_panels) * c->b_panel_bytes;
+    const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->groups <= GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
@@ -358,53 +364,81 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     store_requantized(sums, &tile, &c->q);
 }
 
-/* Panels read from a row-major B are computed ROW_MAJOR_PANELS at a time, in steps of
- * ROW_MAJOR_PAIRS pairs of k: each step reads whole lines of its rows (1 KiB of each), and the
- * rows' pages once per block of panels rather than once per panel. */
-enum { ROW_MAJOR_PANELS = 64, ROW_MAJOR_PAIRS = 64, ROW_MAJOR_TILE = GEMM_MR * 16 };
+/* A row-major B read in place is computed in blocks of columns whose tile (ROW_MAJOR_TILE_INTS
+ * sums) stays in L1, a few pairs of k at a time (their rows of the block stream through the cache
+ * in order, and the next pairs' are asked for meanwhile); rows that come back to the same L1 sets
+ * within a step (a stride of 4 KiB, 2 KiB, ...) are taken fewer at a time, none asked for ahead. */
+enum {
+    ROW_MAJOR_TILE_INTS = 4096,
+    ROW_MAJOR_TILE = GEMM_MR * 16, /* a column tail's tile */
+    ROW_MAJOR_PAIRS = 8,
+    ALIASED_PAIRS = 4
+};
 
 static ptrdiff_t block_panels(const gemm_context *c) {
-    const ptrdiff_t block = c->direct_panels ? ROW_MAJOR_PANELS : BLOCK_BYTES / c->b_panel_bytes;
+    const ptrdiff_t block = c->b_in_place ? ROW_MAJOR_TILE_INTS / (c->p->m * c->kernels->nr)
+                                          : BLOCK_BYTES / c->b_panel_bytes;
     return block < 1 ? 1 : block;
 }
 
-/* Asks for one cache line of each of `rows` rows, `stride` apart (the hardware prefetchers do not
- * follow rows 4 KiB apart). */
-static void prefetch_line_of_rows(const char *start, ptrdiff_t rows, ptrdiff_t stride) {
-#if DMLQ_X86
-    for (ptrdiff_t r = 0; r < rows; r++) _mm_prefetch(start + r * stride, _MM_HINT_T0);
-#else
-    (void)start, (void)rows, (void)stride;
-#endif
+/* B's last columns, short of a whole panel, as rows of NR bytes (zero beyond N). */
+static const char *copy_column_tail(const gemm_context *c, const packed_operands *pk, const char *b) {
+    const dmlq_gemm_problem *p = c->p;
+    const int nr = c->kernels->nr;
+    const ptrdiff_t n0 = p->n / nr * nr;
+    char *tail = (char *)pk->b;
+    memset(tail, 0, (size_t)(p->k * nr));
+    for (ptrdiff_t kk = 0; kk < p->k; kk++) memcpy(tail + kk * nr, b + kk * p->b_row + n0, (size_t)(p->n - n0));
+    return tail;
 }
 
-/* Tiles of the one A panel with panels [first, end) of a row-major B, read in place. */
+/* Whether rows `stride` bytes apart come back to the same L1 sets (4 KiB of them) within one step
+ * of ROW_MAJOR_PAIRS pairs of rows. */
+static int rows_sharing_sets(ptrdiff_t stride) {
+    ptrdiff_t common = 4096, rest = stride < 0 ? -stride : stride; /* gcd(stride, 4096) */
+    while (rest) {
+        const ptrdiff_t next = common % rest;
+        common = rest;
+        rest = next;
+    }
+    return 4096 / common < 2 * ROW_MAJOR_PAIRS;
+}
+
+/* Tiles of the A'' panel with panels [first, end) of a row-major B, read in place (and the column
+ * tail, copied). */
 static void compute_row_major(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t first,
                               ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const gemm_kernels *kernels = c->kernels;
-    const int nr = kernels->nr, rows = (int)p->m, tile_ints = (rows + 1) * nr;
-    const char *b = p->b + p->b_offsets[batch];
-    ptrdiff_t lda;
-    const uint8_t *a = a_panel(c, pk, batch, 0, &lda);
-    int32_t sums[ROW_MAJOR_PANELS][ROW_MAJOR_TILE] = {{0}};
-    _Alignas(64) int32_t dots[ROW_MAJOR_TILE];
-    for (ptrdiff_t pair = 0; pair < p->k / 2; pair += ROW_MAJOR_PAIRS) {
-        const ptrdiff_t pairs = min_size(ROW_MAJOR_PAIRS, p->k / 2 - pair);
-        for (ptrdiff_t n = first; n < end; n++) {
-            if (n * nr % 64 == 0) /* the first panel of a cache line: fetch the next line of these rows meanwhile */
-                prefetch_line_of_rows(b + 2 * pair * p->b_row + n * nr + 64, 2 * pairs, p->b_row);
-            kernels->dot_row_major(a + pair / 2 * kernels->a_group_bytes, b + 2 * pair * p->b_row + n * nr, p->b_row,
-                                   pairs, rows, p->b_signed ? 0 : 0x80, dots);
-            for (int i = 0; i < tile_ints; i++) sums[n - first][i] += dots[i];
-        }
+    const int nr = kernels->nr, rows = (int)p->m;
+    const ptrdiff_t whole = p->n / nr, a_pair_words = 2 * p->m;
+    const ptrdiff_t in_place = min_size(end, whole) - first > 0 ? min_size(end, whole) - first : 0;
+    const char *b = p->b + p->b_offsets[batch] + first * nr;
+    const char *tail = end > whole ? copy_column_tail(c, pk, p->b + p->b_offsets[batch]) : NULL;
+    const int16_t *a = (const int16_t *)pk->a;
+    _Alignas(64) int32_t sums[ROW_MAJOR_TILE_INTS + ROW_MAJOR_TILE]; /* [rows][in_place * nr], the tail's [rows][nr] */
+    int32_t *tail_sums = sums + rows * in_place * nr;
+    memset(sums, 0, sizeof(int32_t) * (size_t)((end - first) * rows * nr));
+    const int aliased = rows_sharing_sets(p->b_row);
+    const ptrdiff_t step = aliased ? ALIASED_PAIRS : ROW_MAJOR_PAIRS;
+    const ptrdiff_t ahead = aliased ? 0 : 2 * step; /* rows: the next step's */
+    for (ptrdiff_t pair = 0; pair < p->k / 2; pair += step) {
+        const ptrdiff_t pairs = min_size(step, p->k / 2 - pair);
+        const int16_t *a_pairs = a + pair * a_pair_words;
+        if (in_place)
+            kernels->dot_row_major(a_pairs, a_pair_words, b + 2 * pair * p->b_row, p->b_row, pairs, ahead, rows,
+                                   (int)in_place, p->b_signed, sums);
+        if (tail)
+            kernels->dot_row_major(a_pairs, a_pair_words, tail + 2 * pair * nr, nr, pairs, 0, rows, 1, p->b_signed,
+                                   tail_sums);
     }
-    for (ptrdiff_t n = first; n < end; n++) { /* the column sums came in the tile's row `rows` */
+    kernels->row_major_in_order(sums, (end - first) * rows);
+    for (ptrdiff_t n = first; n < end; n++) {
         const ptrdiff_t n0 = n * nr;
-        memcpy(pk->column_sums + n0, sums[n - first] + rows * nr, sizeof(int32_t) * (size_t)nr);
-        const gemm_tile tile = {0, n0, rows, nr, nr, p->out + p->out_offsets[batch] + n0 * p->out_col,
-                                p->out_row, p->out_col, pk->row_sums, pk->column_sums};
-        kernels->requantize(sums[n - first], &tile, &c->q);
+        const gemm_tile tile = {0, n0, rows, min_size(nr, p->n - n0), n < whole ? in_place * nr : nr,
+                                p->out + p->out_offsets[batch] + n0 * p->out_col, p->out_row, p->out_col,
+                                pk->row_sums, pk->column_sums};
+        kernels->requantize(n < whole ? sums + (n - first) * nr : tail_sums, &tile, &c->q);
     }
 }
 
@@ -412,9 +446,11 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
  * L2 while the A panels pass through it. */
 static void compute_block(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
                           ptrdiff_t nb, ptrdiff_t n_end) {
-    const ptrdiff_t end = min_size(nb + block_panels(c), n_end), row_major_end = min_size(end, c->direct_panels);
-    if (nb < row_major_end) compute_row_major(c, pk, batch, nb, row_major_end);
-    for (ptrdiff_t n = nb > row_major_end ? nb : row_major_end; n < end; n++) compute_tile(c, pk, batch, m, n);
+    const ptrdiff_t end = min_size(nb + block_panels(c), n_end);
+    if (c->b_in_place)
+        compute_row_major(c, pk, batch, nb, end);
+    else
+        for (ptrdiff_t n = nb; n < end; n++) compute_tile(c, pk, batch, m, n);
 }
 
 static void run_batches_per_thread(const gemm_context *c, int thread) {
@@ -550,12 +586,15 @@ static ptrdiff_t padded_groups(const gemm_kernels *kernels, ptrdiff_t k) {
     return ((k + 3) / 4 + step - 1) / step * step;
 }
 
+/* Rows of A with their quantization and row sums: whole panels, or A'' (one panel of any height). */
+static ptrdiff_t padded_rows(const gemm_context *c) { return c->b_in_place ? c->p->m : c->m_panels * c->kernels->mr; }
+
 static int estimable(double factor) { return fabs(factor) >= 0x1p-60 && fabs(factor) <= 0x1p60; }
 
 /* The per-row and per-column vectors, padded with zeros (and factors of 1) to whole panels. */
 static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
     const dmlq_gemm_problem *p = c->p;
-    const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
+    const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *b_scale = zero_point + rows;
     float *row_factor = floats, *column_factor = row_factor + rows;
     int32_t *a_zero = zeros, *b_zero = zeros + rows;
@@ -568,7 +607,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         const double factor = !real ? 1.0 : a_scale[m] * (p->reciprocal ? divisor[m] : 1.0 / divisor[m]);
         row_factor[m] = (float)factor;
         zero_point[m] = real ? (double)p->out_zero_point[m] : 0.0;
-        a_zero[m] = real ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
+        a_zero[m] = real && !c->b_in_place ? p->a_zero_point[m] + (p->a_signed ? 128 : 0) : 0;
         nan_possible |= !isfinite(a_scale[m]) || !isfinite(divisor[m]) || divisor[m] == 0.0 || !isfinite(1.0 / divisor[m]);
         estimate &= estimable(factor);
         largest_row_factor = fmax(largest_row_factor, fabs(factor));
@@ -578,7 +617,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const float *restrict scales = p->b_scale;
     const int32_t *restrict zero_points = p->b_zero_point;
     const ptrdiff_t n_real = p->n;
-    const int32_t b_flip = p->b_signed ? 0 : 128;
+    const int32_t b_flip = p->b_signed || c->b_in_place ? 0 : 128;
     float smallest = INFINITY, largest = 0.0f;
     int finite = 1; /* the comparisons pass NaN over: it is looked for apart, with the infinities */
     for (ptrdiff_t n = 0; n < n_real; n++) {
@@ -619,7 +658,7 @@ static void *carve(layout *l, size_t bytes) {
 /* The workspace's pieces: the quantization vectors, then each thread's packed operands. */
 static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, int buffers, double **doubles,
                     float **floats, int32_t **zeros) {
-    const ptrdiff_t rows = c->m_panels * c->kernels->mr, columns = c->n_panels * c->kernels->nr;
+    const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
     *floats = carve(l, sizeof(float) * (size_t)(rows + columns));
     *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
@@ -627,7 +666,8 @@ static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, i
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
         const int own_b = !c->p->packed_b; /* else the panels packed beforehand are read */
-        const ptrdiff_t packed_panels = c->n_panels - c->direct_panels; /* the others are read in place */
+        /* B read in place: only a column tail is copied, as rows of NR bytes */
+        const ptrdiff_t packed_panels = !c->b_in_place ? c->n_panels : c->p->n % c->kernels->nr != 0;
         pk->b = carve(l, own_b ? (size_t)(packed_panels * c->b_panel_bytes) : 0);
         pk->row_sums = carve(l, sizeof(int32_t) * (size_t)rows);
         pk->column_sums = carve(l, own_b ? sizeof(int32_t) * (size_t)columns : 0);
@@ -668,11 +708,17 @@ static void workspace_give(char *memory, int kept) {
 }
 
 /* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
- * it first (which reads and writes it all, then reads it again). */
+ * it first (which reads and writes it all, then reads it again). Up to 4 rows always; from 5 rows on
+ * (up to the kernels' row_major_rows) the packed kernels' taller tiles win back the packing while B
+ * stays in the caches, the more so the more rows, so B is read in place only from
+ * DIRECT_BYTES_PER_ROW bytes per row beyond 3 on (measured: 8 MiB for 5 rows, 20 MiB for 8). */
+enum { DIRECT_FEW_ROWS = 4, DIRECT_BYTES_PER_ROW = 4 << 20 };
+
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
-    return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 &&
-           p->m <= kernels->row_major_rows && (p->m + 1) * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 &&
-           groups <= GEMM_CHUNK_GROUPS;
+    const int rows_fit = p->m <= DIRECT_FEW_ROWS || (p->m <= kernels->row_major_rows &&
+                                                     p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
+    return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
+           p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
 }
 
 /* Packing a few panels in the caller beats packing them on every thread between two barriers: a
@@ -689,12 +735,13 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = p->packed_b ? p->packed_b->kernels : kernels_for_level()};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
     c.groups = padded_groups(c.kernels, p->k);
-    c.m_panels = (p->m + mr - 1) / mr;
+    c.b_in_place = reads_b_directly(p, c.kernels, c.groups);
+    c.m_panels = c.b_in_place ? 1 : (p->m + mr - 1) / mr;
     c.n_panels = (p->n + nr - 1) / nr;
-    c.a_panel_bytes = c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
-    c.a_in_place = !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
+    c.a_panel_bytes = c.b_in_place ? (ptrdiff_t)sizeof(int16_t) * p->k * p->m
+                                   : c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
+    c.a_in_place = !c.b_in_place && !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
     c.b_panel_bytes = c.groups * nr * 4;
-    c.direct_panels = reads_b_directly(p, c.kernels, c.groups) ? p->n / nr : 0;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
     const int buffers = c.per_thread_batches ? threads : 1;
@@ -712,6 +759,8 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     if (status == 0) {
         lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
         fill_quantization(&c, doubles, floats, zeros);
+        if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
+            memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
         c.packed = packed;
         c.packed_ahead = packs_ahead(&c, threads);
         if (c.packed_ahead) {

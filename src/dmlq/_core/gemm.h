@@ -4,6 +4,9 @@
  * int8 A; B' = B for int8 B, B xor 0x80 (= B - 128) for uint8 B. With the effective zero points
  * za' = za + 128*(A int8) and zb' = zb - 128*(B uint8), (A - za)(B - zb) = (A' - za')(B' - zb'), so
  *     acc = dot(A', B') - zb' * rowsum(A') - za' * (colsum(B') - K * zb').
+ * A few rows of A with a row-major B can skip packing B (dot_row_major): there A'' = A - za is
+ * packed as int16 words (|A''| <= 255), B's bytes are read as they are (sign- or zero-extended),
+ * and acc = dot(A'', B) - zb * rowsum(A''), which is the formula above with za' = 0, zb' = zb.
  * Each kernel set has its own tile of MR x NR outputs and its own step along K (`group_multiple`
  * groups of 4 k); K is zero-padded to whole steps.
  * A' panels are MR rows of the padded K bytes each, `lda` bytes apart: a row-major uint8 A is used
@@ -65,11 +68,18 @@ typedef struct {
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
      * first `rows` rows are real (a kernel may leave the others unwritten). */
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);
-    /* Optional, for up to `row_major_rows` rows: dot(A', B') of a tile over `pairs` pairs of k read
-     * straight from a row-major B (bytes xor `flip`, rows b_row apart, NR columns from b on), and
-     * colsum(B') over those pairs in the tile's row `rows`. */
-    void (*dot_row_major)(const uint8_t *a, const char *b, ptrdiff_t b_row, ptrdiff_t pairs, int rows, uint8_t flip,
-                          int32_t *tile);
+    /* Optional, for up to `row_major_rows` rows of A with a row-major B read where it lies (see
+     * above: A'' and B itself): adds dot(A'', B) over `pairs` pairs of k into tile[rows][panels * NR]
+     * (`panels` panels of NR columns side by side from b on, rows b_row apart; A'' as packed by
+     * pack_a_row_major, one pair of k of row r at a[pair * a_pair_words + 2 * r]), prefetching the
+     * same columns `ahead` rows of B on (0: none). The tile's columns are in the kernel's own order
+     * until row_major_in_order puts them in order (`panels` runs of NR). */
+    void (*dot_row_major)(const int16_t *a, ptrdiff_t a_pair_words, const char *b, ptrdiff_t b_row, ptrdiff_t pairs,
+                          ptrdiff_t ahead, int rows, int panels, int b_signed, int32_t *tile);
+    /* A'' of `rows` rows of an even k into [pair][rows][2 words], and its rows' sums. */
+    void (*pack_a_row_major)(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                             ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
+    void (*row_major_in_order)(int32_t *tile, ptrdiff_t panels);
     int row_major_rows;
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);

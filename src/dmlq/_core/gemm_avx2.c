@@ -15,6 +15,9 @@
  * so vpmaddwd of a row's broadcast pair and 8 columns gives those 8 columns' partial sums: no
  * horizontal additions. A tile with fewer real rows runs a kernel compiled for that many rows, so
  * a matrix-vector product does no work for padding rows.
+ * Up to 8 rows of A with a row-major B read it where it lies instead (gemm.h: A - za as words, B's
+ * own bytes): one bounded multiply per product, no column sums and no flips to apply, so what is
+ * left per pair of k is widening two rows' bytes and interleaving their words.
  */
 #include "gemm.h"
 
@@ -27,7 +30,9 @@ enum {
     PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
     PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
     PREFETCH_BYTES = 4096,
-    ROW_MAJOR_ROWS = 4 /* a row-major B's tiles: rows of A plus the row of ones, in registers */
+    ROW_MAJOR_ROWS = 8,  /* rows of A with a row-major B, */
+    ROW_MAJOR_GROUP = 4, /* in groups of 4 rows */
+    ROW_MAJOR_WIDEST = 4 /* and up to 4 panels at a time: their accumulators stay in registers */
 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -42,39 +47,24 @@ static ALWAYS_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
     return acc;
 }
 
-/* dot(A', B') of `rows` rows x NR columns over `pairs` pairs of k, into tile[MR * NR]: from a packed
- * panel, or (`row_major`) from a row-major B itself, bytes xor `flip`, rows b_row apart, with the
- * columns' sums over those pairs in tile row `rows` (a row of ones in A). */
-static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t b_row, __m128i flip, ptrdiff_t pairs,
-                                   int32_t *tile, const int rows, const int row_major) {
-    enum { MAX_SUMS = MR + 1 };
-    const int sums = rows + row_major;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc[MAX_SUMS][2];
-    for (int m = 0; m < sums; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES) {
-        __m256i left, right;
-        if (row_major) {
-            const __m128i first = _mm_xor_si128(_mm_loadu_si128((const __m128i *)b), flip);
-            const __m128i second = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(b + b_row)), flip);
-            left = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(first, second));
-            right = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(first, second));
-            b += 2 * b_row;
-        } else {
-            _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
-            left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-            right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
-            b += PAIR_B_BYTES;
-        }
-        for (int m = 0; m < sums; m++) {
+/* dot(A', B') of `rows` rows x NR columns of a packed panel over `pairs` pairs of k, into
+ * tile[MR * NR]. */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t pairs, int32_t *tile, const int rows) {
+    __m256i acc[MR][2];
+    for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES, b += PAIR_B_BYTES) {
+        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+        const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+        const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+        for (int m = 0; m < rows; m++) {
             int32_t words;
-            if (m < rows) memcpy(&words, a + 4 * m, 4);
-            const __m256i pair = m < rows ? _mm256_set1_epi32(words) : ones;
+            memcpy(&words, a + 4 * m, 4);
+            const __m256i pair = _mm256_set1_epi32(words);
             acc[m][0] = add_products(acc[m][0], pair, left);
             acc[m][1] = add_products(acc[m][1], pair, right);
         }
     }
-    for (int m = 0; m < sums; m++) {
+    for (int m = 0; m < rows; m++) {
         _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
         _mm256_store_si256((__m256i *)(tile + m * NR + 8), acc[m][1]);
     }
@@ -83,26 +73,153 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t 
 static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
     (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
     const ptrdiff_t pairs = 2 * groups;
-    const __m128i none = _mm_setzero_si128();
     switch (rows) {
-    case 1: dot_rows(a, b, 0, none, pairs, tile, 1, 0); break;
-    case 2: dot_rows(a, b, 0, none, pairs, tile, 2, 0); break;
-    case 3: dot_rows(a, b, 0, none, pairs, tile, 3, 0); break;
-    case 4: dot_rows(a, b, 0, none, pairs, tile, 4, 0); break;
-    case 5: dot_rows(a, b, 0, none, pairs, tile, 5, 0); break;
-    default: dot_rows(a, b, 0, none, pairs, tile, MR, 0); break;
+    case 1: dot_rows(a, b, pairs, tile, 1); break;
+    case 2: dot_rows(a, b, pairs, tile, 2); break;
+    case 3: dot_rows(a, b, pairs, tile, 3); break;
+    case 4: dot_rows(a, b, pairs, tile, 4); break;
+    case 5: dot_rows(a, b, pairs, tile, 5); break;
+    default: dot_rows(a, b, pairs, tile, MR); break;
     }
 }
 
-static void dot_row_major_avx2(const uint8_t *a, const char *b, ptrdiff_t b_row, ptrdiff_t pairs, int rows,
-                               uint8_t flip, int32_t *tile) {
+/* ---- B read where it lies ------------------------------------------------------------------------ */
+
+/* 16 bytes of a row of B as words. */
+static ALWAYS_INLINE __m256i widened(const int8_t *bytes, const int b_signed) {
+    const __m128i row = _mm_loadu_si128((const __m128i *)bytes);
+    return b_signed ? _mm256_cvtepi8_epi16(row) : _mm256_cvtepu8_epi16(row);
+}
+
+/* Sums of 16 columns in the kernel's order, 0-3 | 8-11 then 4-7 | 12-15, in order 0-7 then 8-15:
+ * an exchange of 128-bit halves. */
+static void row_major_in_order_avx2(int32_t *tile, ptrdiff_t panels) {
+    for (ptrdiff_t j = 0; j < panels; j++, tile += NR) {
+        const __m256i first = _mm256_load_si256((const __m256i *)tile);
+        const __m256i second = _mm256_load_si256((const __m256i *)(tile + 8));
+        _mm256_store_si256((__m256i *)tile, _mm256_permute2x128_si256(first, second, 0x20));
+        _mm256_store_si256((__m256i *)(tile + 8), _mm256_permute2x128_si256(first, second, 0x31));
+    }
+}
+
+/* Adds dot(A'', B) of `rows` rows x `panels` panels over `pairs` pairs of k into tile[rows][stride]
+ * (gemm.h), asking for the same columns of B `ahead` rows on meanwhile (0: none). Per pair and
+ * panel, both rows' 16 bytes are widened straight from memory and their words interleaved within
+ * each 128-bit half (no lane crossing): the products then come out for columns 0-3 | 8-11 and
+ * 4-7 | 12-15, the tile's order until row_major_in_order_avx2. */
+static ALWAYS_INLINE void dot_b_rows(const int16_t *a, ptrdiff_t a_pair_words, const int8_t *b, ptrdiff_t b_row,
+                                     ptrdiff_t pairs, ptrdiff_t ahead, int32_t *tile, ptrdiff_t stride, const int rows,
+                                     const int panels, const int b_signed) {
+    __m256i acc[ROW_MAJOR_GROUP][ROW_MAJOR_WIDEST][2];
+    for (int m = 0; m < rows; m++)
+        for (int s = 0; s < panels; s++) {
+            acc[m][s][0] = _mm256_load_si256((const __m256i *)(tile + m * stride + s * NR));
+            acc[m][s][1] = _mm256_load_si256((const __m256i *)(tile + m * stride + s * NR + 8));
+        }
+    for (ptrdiff_t p = 0; p < pairs; p++, a += a_pair_words, b += 2 * b_row) {
+        if (ahead) {
+            _mm_prefetch((const char *)b + ahead * b_row, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + (ahead + 1) * b_row, _MM_HINT_T0);
+        }
+        for (int s = 0; s < panels; s++) {
+            const __m256i first = widened(b + s * NR, b_signed), second = widened(b + b_row + s * NR, b_signed);
+            const __m256i left = _mm256_unpacklo_epi16(first, second), right = _mm256_unpackhi_epi16(first, second);
+            for (int m = 0; m < rows; m++) {
+                int32_t words;
+                memcpy(&words, a + 2 * m, 4);
+                const __m256i pair = _mm256_set1_epi32(words);
+                acc[m][s][0] = add_products(acc[m][s][0], pair, left);
+                acc[m][s][1] = add_products(acc[m][s][1], pair, right);
+            }
+        }
+    }
+    for (int m = 0; m < rows; m++)
+        for (int s = 0; s < panels; s++) {
+            _mm256_store_si256((__m256i *)(tile + m * stride + s * NR), acc[m][s][0]);
+            _mm256_store_si256((__m256i *)(tile + m * stride + s * NR + 8), acc[m][s][1]);
+        }
+}
+
+/* The panels one kernel takes at a time for `rows` rows: as many as its accumulators allow in the
+ * 16 registers (one row reads a whole cache line of each row of B). */
+static int widest_for(int rows) { return rows == 1 ? 4 : rows == 2 ? 2 : 1; }
+
+#define DOT_B_ROWS(rows, panels) \
+    dot_b_rows(a, a_pair_words, b, b_row, pairs, ahead, tile, stride, rows, panels, b_signed)
+
+/* dot_b_rows for up to ROW_MAJOR_GROUP rows and `panels` (at most widest_for(rows)) panels. */
+static ALWAYS_INLINE void dot_row_group(const int16_t *a, ptrdiff_t a_pair_words, const int8_t *b, ptrdiff_t b_row,
+                                        ptrdiff_t pairs, ptrdiff_t ahead, int32_t *tile, ptrdiff_t stride, int rows,
+                                        int panels, const int b_signed) {
+    if (rows == 1 && panels == 4) DOT_B_ROWS(1, 4);
+    else if (rows == 1 && panels == 2) DOT_B_ROWS(1, 2);
+    else if (rows == 2 && panels == 2) DOT_B_ROWS(2, 2);
+    else if (rows == 1) DOT_B_ROWS(1, 1);
+    else if (rows == 2) DOT_B_ROWS(2, 1);
+    else if (rows == 3) DOT_B_ROWS(3, 1);
+    else DOT_B_ROWS(ROW_MAJOR_GROUP, 1);
+}
+
+/* A cache line of panels at a time (or what is left), and in each, the rows in groups of
+ * ROW_MAJOR_GROUP, each as wide as it can be: a group after the first finds the line in L1. */
+static ALWAYS_INLINE void dot_row_major_typed(const int16_t *a, ptrdiff_t a_pair_words, const int8_t *b,
+                                              ptrdiff_t b_row, ptrdiff_t pairs, ptrdiff_t ahead, int rows, int panels,
+                                              int32_t *tile, const int b_signed) {
+    const ptrdiff_t stride = (ptrdiff_t)panels * NR;
+    for (int line = 0; line < panels; line += ROW_MAJOR_WIDEST) {
+        const int line_panels = panels - line < ROW_MAJOR_WIDEST ? panels - line : ROW_MAJOR_WIDEST;
+        for (int r = 0; r < rows; r += ROW_MAJOR_GROUP) {
+            const int group = rows - r < ROW_MAJOR_GROUP ? rows - r : ROW_MAJOR_GROUP, widest = widest_for(group);
+            for (int s = line, run; s < line + line_panels; s += run) {
+                const int left = line + line_panels - s;
+                run = widest < left ? widest : left == 3 ? 2 : left;
+                dot_row_group(a + 2 * r, a_pair_words, b + s * NR, b_row, pairs, ahead, tile + r * stride + s * NR,
+                              stride, group, run, b_signed);
+            }
+        }
+    }
+}
+
+static void dot_row_major_avx2(const int16_t *a, ptrdiff_t a_pair_words, const char *b, ptrdiff_t b_row,
+                               ptrdiff_t pairs, ptrdiff_t ahead, int rows, int panels, int b_signed, int32_t *tile) {
     const int8_t *bytes = (const int8_t *)b;
-    const __m128i flips = _mm_set1_epi8((char)flip);
-    switch (rows) {
-    case 1: dot_rows(a, bytes, b_row, flips, pairs, tile, 1, 1); break;
-    case 2: dot_rows(a, bytes, b_row, flips, pairs, tile, 2, 1); break;
-    case 3: dot_rows(a, bytes, b_row, flips, pairs, tile, 3, 1); break;
-    default: dot_rows(a, bytes, b_row, flips, pairs, tile, ROW_MAJOR_ROWS, 1); break;
+    if (b_signed)
+        dot_row_major_typed(a, a_pair_words, bytes, b_row, pairs, ahead, rows, panels, tile, 1);
+    else
+        dot_row_major_typed(a, a_pair_words, bytes, b_row, pairs, ahead, rows, panels, tile, 0);
+}
+
+/* A'' = A - za of `rows` rows (row r at a + r * a_row, its bytes a_col apart) as words, per pair of
+ * k the rows' two words side by side; the rows' sums. */
+static void pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                                  ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums) {
+    const ptrdiff_t pair_words = 2 * rows;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const char *row = a + r * a_row;
+        int16_t *out = dst + 2 * r;
+        const __m128i zero_point = _mm_set1_epi16((int16_t)zero_points[r]);
+        __m128i sums = _mm_setzero_si128();
+        ptrdiff_t kk = 0;
+        for (; a_col == 1 && kk + 8 <= k; kk += 8) { /* 8 k: 4 pairs */
+            const __m128i bytes = _mm_loadl_epi64((const __m128i *)(row + kk));
+            const __m128i values = a_signed ? _mm_cvtepi8_epi16(bytes) : _mm_cvtepu8_epi16(bytes);
+            const __m128i words = _mm_sub_epi16(values, zero_point);
+            sums = _mm_add_epi32(sums, _mm_madd_epi16(words, _mm_set1_epi16(1)));
+            int16_t *pairs = out + kk / 2 * pair_words;
+            _mm_storeu_si32(pairs, words);
+            _mm_storeu_si32(pairs + pair_words, _mm_srli_si128(words, 4));
+            _mm_storeu_si32(pairs + 2 * pair_words, _mm_srli_si128(words, 8));
+            _mm_storeu_si32(pairs + 3 * pair_words, _mm_srli_si128(words, 12));
+        }
+        sums = _mm_hadd_epi32(sums, sums);
+        int32_t sum = _mm_cvtsi128_si32(_mm_hadd_epi32(sums, sums));
+        for (; kk < k; kk++) {
+            const char *element = row + kk * a_col;
+            const int32_t value = (a_signed ? *(const int8_t *)element : *(const uint8_t *)element) - zero_points[r];
+            out[kk / 2 * pair_words + kk % 2] = (int16_t)value;
+            sum += value;
+        }
+        row_sums[r] = sum;
     }
 }
 
@@ -341,6 +458,8 @@ static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_q
 
 const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
                                      .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
+                                     .pack_a_row_major = pack_a_row_major_avx2,
+                                     .row_major_in_order = row_major_in_order_avx2,
                                      .row_major_rows = ROW_MAJOR_ROWS, .requantize = requantize_avx2,
                                      .pack_a = pack_a_avx2, .column_sums = column_sums_avx2,
                                      .pack_b_pairs = pack_b_pairs_avx2};
