@@ -7,6 +7,8 @@ tests check dmlq against are written independently of ``dmlq.reference``:
   A double-precision +, -, *, / of two float32 (or float16) values followed by ``f32`` is the
   correctly rounded float32 result (double rounding is innocuous because 53 >= 2 * 24 + 2).
 * ``round()`` on a Python float or ``Fraction`` rounds halves to even.
+
+``LEVELS`` are the CPU levels this machine runs, and the ``level`` fixture runs a test at each.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pytest
+
+from dmlq import _core
 
 BYTE_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
@@ -112,6 +116,17 @@ def read_strided(buffer: np.ndarray, sizes: Sequence[int], strides: Sequence[int
     """The elements of a strided tensor, row-major, as Python numbers."""
     strides = packed_strides(sizes) if strides is None else strides
     return [buffer[offset].item() for offset in element_offsets(sizes, strides)]
+
+
+LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+
+
+@pytest.fixture(params=LEVELS)
+def level(request: pytest.FixtureRequest):
+    """The test runs at each CPU level this machine has (the detected one again afterwards)."""
+    _core.set_level(request.param)
+    yield request.param
+    _core.set_level(_core.detected_level())
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 import dmlq
 from dmlq import _core, kernels, pack_int4, reference, unpack_int4
 
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 INT4, UINT4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 SHAPES = [  # matrix shape, scale shape
     ((4, 64), (4, 2)), ((3, 7), (3, 1)), ((5, 33), (5, 1)), ((6, 16), (3, 16)), ((2, 5), (2, 5)),
@@ -27,13 +26,6 @@ SHAPES = [  # matrix shape, scale shape
 # overflow and subnormals, and 1.0 and 0.5 that make exact ties of quarter-step inputs.
 ADVERSARIAL_SCALES = [np.nan, np.inf, -np.inf, 0.0, -0.0, 65504.0, 1e-7, 6e-5, 1.0, 0.5, -0.25, 3.0e38]
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-@pytest.fixture(params=LEVELS)
-def level(request):
-    _core.set_level(request.param)
-    yield request.param
-    _core.set_level(_core.detected_level())
 
 
 @pytest.fixture(params=[1, 2])

@@ -21,18 +21,10 @@ import dmlq
 from dmlq import DataType, Device, TensorDesc, _core, activations, kernels, ops, reference
 from dmlq.threads import available_cores
 
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 U8, I8, F16, F32 = np.uint8, np.int8, np.float16, np.float32
 BYTES = (U8, I8)
 GUARD = 0xA5
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the references overflow on purpose
-
-
-@pytest.fixture(params=LEVELS)
-def level(request):
-    _core.set_level(request.param)
-    yield request.param
-    _core.set_level(_core.detected_level())
 
 
 @pytest.fixture

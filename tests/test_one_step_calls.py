@@ -14,15 +14,7 @@ import dmlq
 from dmlq import DmlError, _core, reference
 from dmlq.kernels import matrix_b
 
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 SHAPES = [(1, 37, 19), (5, 64, 33), (17, 300, 8)]
-
-
-@pytest.fixture(params=LEVELS)
-def level(request: pytest.FixtureRequest):
-    _core.set_level(request.param)
-    yield request.param
-    _core.set_level(_core.detected_level())
 
 
 def _bytes(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:

@@ -10,18 +10,11 @@ import numpy as np
 import pytest
 
 import dmlq
+from conftest import LEVELS
 from dmlq import DataType, DmlError, TensorDesc, TensorFlags, _core, ops
 
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 DEVICE = dmlq.Device()
 OWNED = TensorFlags.OWNED_BY_DML
-
-
-@pytest.fixture(params=LEVELS)
-def level(request: pytest.FixtureRequest):
-    _core.set_level(request.param)
-    yield request.param
-    _core.set_level(_core.detected_level())
 
 
 def random_bytes(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import LEVELS
 from dmlq import _core, activations, kernels, ops, reference
 
 NUMPY_MAXIMUM, NUMPY_MINIMUM, NUMPY_TANH = np.maximum, np.minimum, np.tanh
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 
 # Signed zeros, NaNs with either sign and a payload, and the edges of each activation's branches.
 X = np.array([-0.0, 0.0, 1.0, -1.0, -2.5, 3.0, np.inf, -np.inf], np.float32)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import LEVELS
 from dmlq import _core, reference
 
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 U8, I8 = np.uint8, np.int8
 TYPES = [(a, b, out) for a in (U8, I8) for b in (U8, I8) for out in (U8, I8)]
 NICE_SCALES = [
@@ -24,13 +24,6 @@ RANDOM_SCALES = [
     tuple(float(s) for s in 10.0 ** np.random.default_rng(seed).uniform(-4, 2, 3)) for seed in range(8)
 ]
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference overflows on purpose
-
-
-@pytest.fixture(params=LEVELS)
-def level(request):
-    _core.set_level(request.param)
-    yield request.param
-    _core.set_level(_core.detected_level())
 
 
 def all_pairs(a_type, b_type) -> tuple[np.ndarray, np.ndarray]:
