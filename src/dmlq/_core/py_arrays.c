@@ -81,3 +81,9 @@ int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int
     PyErr_SetString(PyExc_BufferError, "out overlaps an input");
     return -1;
 }
+
+int dmlq_py_check_arguments(const char *function, Py_ssize_t given, Py_ssize_t expected) {
+    if (given == expected) return 0;
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments, got %zd", function, expected, given);
+    return -1;
+}

@@ -23,6 +23,8 @@ int dmlq_py_is_signed_byte(PyArrayObject *array);
  * is misaligned or byte-swapped, ValueError for an unsupported dtype; NULL for None where allowed. */
 PyArrayObject *dmlq_py_as_array(PyObject *object, const char *name, int allow_none);
 int dmlq_py_check_output(PyArrayObject *out); /* -1 (ValueError) unless writable */
+/* -1 (TypeError) unless a METH_FASTCALL function got its `expected` number of arguments. */
+int dmlq_py_check_arguments(const char *function, Py_ssize_t given, Py_ssize_t expected);
 /* An output may overlap an input only by being exactly it (same address, shape and strides), and only
  * where `identical_allowed` (element-wise operators, which read each element before writing it). */
 int dmlq_py_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int count, int identical_allowed);

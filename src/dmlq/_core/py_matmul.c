@@ -353,10 +353,7 @@ static PyArrayObject *accept_matrix(PyObject *object) {
  * 2-D packed B capsule. */
 PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 10) {
-        PyErr_Format(PyExc_TypeError, "matmul_per_tensor() takes 10 arguments, got %zd", nargs);
-        return NULL;
-    }
+    if (dmlq_py_check_arguments("matmul_per_tensor", nargs, 10) < 0) return NULL;
     const int reciprocal = PyObject_IsTrue(args[9]);
     if (reciprocal < 0) return NULL;
     const packed_matrix *packed = packed_matrix_of(args[3]);

@@ -163,10 +163,7 @@ static PyObject *declined(void) {
  * call (float32 or int32 x, per-tensor scale and uint8/int8 zero point) in one step; else None. */
 static PyObject *quantize_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "quantize_per_tensor() takes 5 arguments, got %zd", nargs);
-        return NULL;
-    }
+    if (dmlq_py_check_arguments("quantize_per_tensor", nargs, 5) < 0) return NULL;
     const int reciprocal = PyObject_IsTrue(args[4]);
     if (reciprocal < 0) return NULL;
     PyArrayObject *x = accept_data(args[0], DMLQ_F32, DMLQ_I32);
@@ -190,10 +187,7 @@ static PyObject *quantize_per_tensor(PyObject *self, PyObject *const *args, Py_s
  * int8 q, per-tensor float32 scale and zero point) in one step; else None. */
 static PyObject *dequantize_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "dequantize_per_tensor() takes 4 arguments, got %zd", nargs);
-        return NULL;
-    }
+    if (dmlq_py_check_arguments("dequantize_per_tensor", nargs, 4) < 0) return NULL;
     PyArrayObject *q = accept_data(args[0], DMLQ_U8, DMLQ_I8);
     if (!q) Py_RETURN_NONE;
     const int ndim = PyArray_NDIM(q), q_type = dmlq_py_type_of(q);
@@ -263,10 +257,7 @@ static PyObject *quantized_add_route(PyObject *self, PyObject *args) {
  * parameters that py_parameters.c accepts. The result, or None for any other call. */
 static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 10) {
-        PyErr_Format(PyExc_TypeError, "quantized_add_per_tensor() takes 10 arguments, got %zd", nargs);
-        return NULL;
-    }
+    if (dmlq_py_check_arguments("quantized_add_per_tensor", nargs, 10) < 0) return NULL;
     const int reciprocal = PyObject_IsTrue(args[9]);
     if (reciprocal < 0) return NULL;
     PyArrayObject *a = dmlq_py_accept_bytes(args[0]), *b = dmlq_py_accept_bytes(args[3]);
