@@ -1,7 +1,7 @@
-/* Per-tensor parameters as the NumPy layer's one-step calls take them (matmul_per_tensor,
- * quantized_add_per_tensor): each function accepts the forms that the layer's rules take as they
- * are, gives the value the layer would compute, and says 0 for anything else, valid or not (the
- * layer's general path then converts it, or says what is wrong with it). */
+/* Operands and per-tensor parameters as the NumPy layer's one-step calls take them (quantize_,
+ * dequantize_, quantized_add_ and matmul_per_tensor): each function accepts the forms that the
+ * layer's rules take as they are, gives the value the layer would compute, and says 0 (NULL) for
+ * anything else, valid or not (the layer's general path then converts it, or says what is wrong). */
 #include <math.h>
 
 #include "py_arrays.h"
