@@ -151,8 +151,8 @@ typedef struct {
     const char *b;                 /* element (0, 0) of one B */
     ptrdiff_t n, k, groups, b_row, b_col;
     uint8_t flip;
-    int8_t *panels;                /* its packed panels from first_panel on, panel_bytes apart */
-    ptrdiff_t first_panel, panel_bytes;
+    int8_t *panels;                /* its packed panels, panel_bytes apart */
+    ptrdiff_t panel_bytes;
     int32_t *column_sums;          /* of its packed panels, padding columns included */
 } b_packing;
 
@@ -166,7 +166,7 @@ static void pack_b_groups(const b_packing *job, ptrdiff_t first, ptrdiff_t end, 
         const ptrdiff_t groups = min_size(PACK_GROUPS, job->groups - g0), rows = min_size(4 * groups, job->k - 4 * g0);
         const char *block = job->b + 4 * g0 * job->b_row;
         for (ptrdiff_t panel = first; panel < end; panel++) {
-            int8_t *dst = job->panels + (panel - job->first_panel) * job->panel_bytes + g0 * nr * 4;
+            int8_t *dst = job->panels + panel * job->panel_bytes + g0 * nr * 4;
             int32_t sums[GEMM_NR];
             pack_b_panel((uint8_t *)dst, kernels, rows > 0 ? block + panel * nr * job->b_col : job->b,
                          min_size(nr, job->n - panel * nr), rows > 0 ? rows : 0, groups, job->b_row, job->b_col,
@@ -186,7 +186,7 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     const int direct = kernels->pack_b_pairs && job->b_col == 1;
     const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
     if (full_end > first) {
-        kernels->pack_b_pairs(job->panels + (first - job->first_panel) * job->panel_bytes, job->panel_bytes,
+        kernels->pack_b_pairs(job->panels + first * job->panel_bytes, job->panel_bytes,
                               (const uint8_t *)job->b + first * nr, job->b_row, 2 * whole_groups, full_end - first,
                               job->flip, job->column_sums + first * nr);
         pack_b_groups(job, first, full_end, whole_groups);
@@ -320,7 +320,7 @@ static ptrdiff_t chunks_to_pack(const gemm_context *c) { return c->b_in_place ? 
 static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
-                           p->b_signed ? 0 : 0x80, pk->b, 0, c->b_panel_bytes, pk->column_sums};
+                           p->b_signed ? 0 : 0x80, pk->b, c->b_panel_bytes, pk->column_sums};
     for (ptrdiff_t chunk = first; chunk < end; chunk++) {
         const ptrdiff_t panel = chunk * PACK_PANELS;
         pack_b_chunk(&job, panel, min_size(panel + PACK_PANELS, c->n_panels));
@@ -795,7 +795,7 @@ static void pack_beforehand(void *context, int thread, int threads) {
         const ptrdiff_t batch = unit / chunks, first = unit % chunks * PACK_PANELS;
         int8_t *panels = packed->panels + batch * packed->n_panels * packed->panel_bytes;
         const b_packing chunk = {packed->kernels, job->b + job->offsets[batch], packed->n, packed->k, job->groups,
-                                 job->b_row, job->b_col, packed->b_signed ? 0 : 0x80, panels, 0, packed->panel_bytes,
+                                 job->b_row, job->b_col, packed->b_signed ? 0 : 0x80, panels, packed->panel_bytes,
                                  packed->column_sums + batch * packed->sums_per_batch};
         pack_b_chunk(&chunk, first, min_size(first + PACK_PANELS, packed->n_panels));
     }

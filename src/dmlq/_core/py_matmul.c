@@ -2,6 +2,17 @@
  * per-tensor call in one step (matmul_per_tensor). */
 #include "py_arrays.h"
 
+/* `length` values `stride` bytes apart from `data`, float32 into floats or uint8/int8 (`type`) into
+ * integers. One loop per type: a long per-column vector is read on every call. */
+static void gather(const char *data, ptrdiff_t stride, ptrdiff_t length, int type, float *floats, int32_t *integers) {
+    if (type == DMLQ_F32)
+        for (ptrdiff_t i = 0; i < length; i++) floats[i] = *(const float *)(data + i * stride);
+    else if (type == DMLQ_I8)
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const int8_t *)(data + i * stride);
+    else
+        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const uint8_t *)(data + i * stride);
+}
+
 /* A [rows, columns] scale or zero point, broadcast along its size-1 dimensions, as a vector. */
 static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const char *name, float *floats,
                        int32_t *integers) {
@@ -21,14 +32,7 @@ static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const c
                      axis == 0 ? "row" : "column");
         return -1;
     }
-    const char *data = PyArray_BYTES(array);
-    const ptrdiff_t stride = size == 1 ? 0 : PyArray_STRIDE(array, axis);
-    if (wanted_float) /* one loop per type: a long per-column vector is read on every call */
-        for (ptrdiff_t i = 0; i < length; i++) floats[i] = *(const float *)(data + i * stride);
-    else if (type == DMLQ_I8)
-        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const int8_t *)(data + i * stride);
-    else
-        for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const uint8_t *)(data + i * stride);
+    gather(PyArray_BYTES(array), size == 1 ? 0 : PyArray_STRIDE(array, axis), length, type, floats, integers);
     return 0;
 }
 
@@ -309,36 +313,22 @@ static PyArrayObject *column_array(PyObject *object, ptrdiff_t n, int type) {
     return shaped && readable ? array : NULL;
 }
 
-/* B's scale, per tensor or per column (N,) / (1, N), into scales[n]. */
-static int accept_column_scales(PyObject *object, ptrdiff_t n, float *scales) {
-    float value;
-    if (dmlq_py_accept_scale(object, 2, &value)) {
-        for (ptrdiff_t i = 0; i < n; i++) scales[i] = value;
-        return 1;
-    }
-    PyArrayObject *array = column_array(object, n, DMLQ_F32);
-    if (!array) return 0;
-    const char *data = PyArray_BYTES(array);
-    const ptrdiff_t stride = PyArray_STRIDE(array, PyArray_NDIM(array) - 1);
-    for (ptrdiff_t i = 0; i < n; i++) {
-        scales[i] = *(const float *)(data + i * stride);
-        if (!dmlq_py_finite_non_zero(scales[i])) return 0;
-    }
-    return 1;
-}
-
-/* B's zero point, per tensor or per column, into zero_points[n]. */
-static int accept_column_zero_points(PyObject *object, ptrdiff_t n, int type, int32_t *zero_points) {
-    int32_t value;
-    if (dmlq_py_accept_zero_point(object, type, 2, &value)) {
-        for (ptrdiff_t i = 0; i < n; i++) zero_points[i] = value;
+/* B's scale (`type` DMLQ_F32, into floats) or zero point (B's type, into integers), per tensor or per
+ * column (N,) / (1, N). */
+static int accept_column_vector(PyObject *object, ptrdiff_t n, int type, float *floats, int32_t *integers) {
+    float scale = 0.0f;
+    int32_t zero = 0;
+    const int is_scale = type == DMLQ_F32;
+    if (is_scale ? dmlq_py_accept_scale(object, 2, &scale) : dmlq_py_accept_zero_point(object, type, 2, &zero)) {
+        const char zero_byte = (char)zero; /* per tensor: one value read n times */
+        gather(is_scale ? (const char *)&scale : &zero_byte, 0, n, type, floats, integers);
         return 1;
     }
     PyArrayObject *array = column_array(object, n, type);
     if (!array) return 0;
-    const char *data = PyArray_BYTES(array);
-    const ptrdiff_t stride = PyArray_STRIDE(array, PyArray_NDIM(array) - 1);
-    for (ptrdiff_t i = 0; i < n; i++) zero_points[i] = (int32_t)dmlq_byte_value(data + i * stride, type == DMLQ_I8);
+    gather(PyArray_BYTES(array), PyArray_STRIDE(array, PyArray_NDIM(array) - 1), n, type, floats, integers);
+    for (ptrdiff_t i = 0; is_scale && i < n; i++)
+        if (!dmlq_py_finite_non_zero(floats[i])) return 0;
     return 1;
 }
 
@@ -375,7 +365,8 @@ PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ss
     matmul_vectors v;
     if (allocate_vectors(&v, m, n) < 0) return NULL;
     PyArrayObject *out = NULL;
-    if (accept_column_scales(args[4], n, v.b_scale) && accept_column_zero_points(args[5], n, b_type, v.b_zero)) {
+    if (accept_column_vector(args[4], n, DMLQ_F32, v.b_scale, NULL) &&
+        accept_column_vector(args[5], n, b_type, NULL, v.b_zero)) {
         PyArrayObject *inputs[2] = {a, b};
         const npy_intp shape[2] = {m, n};
         out = dmlq_py_accept_output(args[8], 2, shape, out_type, inputs, 2, 0);
