@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* No contraction of a * b + c into one fused multiply-add: the reference rounds the product.

@@ -4,8 +4,9 @@
  * The including file defines ROW_TABLE (the exported table's name) and two contiguous converters,
  * halves_to_floats and floats_to_halves; it may define FAST_QUANTIZE, FAST_DEQUANTIZE, FAST_QADD
  * and FAST_ADD, hand-written loops for the common contiguous cases that return 1 when they apply
- * (only they use `stream`: the generic rows store through the caches), and CORRECTED_QADD_EXACT,
- * the verifier of a division-free quantized add (dmlq_row_table.corrected_qadd_exact).
+ * (only they use `stream`: the generic rows store through the caches), and FAST_QADD_CORRECTS
+ * where its FAST_QADD computes without a division when `corrected` is set (the table's
+ * corrected_qadd_exact then verifies that route for a parameter set against the dividing loop).
  * Rows work in tiles of TILE elements: a contiguous operand of the kernel's own type is read in
  * place, any other is converted into a small stack tile first, so strided, broadcast and float16
  * operands cost one pass through L1 and nothing else. The loops are written for the compiler's
@@ -323,7 +324,35 @@ static void add_row(char *const *p, const ptrdiff_t *s, ptrdiff_t n_all, const v
     }
 }
 
-#ifndef CORRECTED_QADD_EXACT
+#ifdef FAST_QADD_CORRECTS
+/* FAST_QADD's division-free route over contiguous bytes; 0 where FAST_QADD would not take these
+ * parameters. */
+static int corrected_qadd(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t n, const dmlq_qadd_params *P) {
+    char *const p[3] = {(char *)a, (char *)b, (char *)out};
+    const ptrdiff_t strides[3] = {1, 1, 1};
+    dmlq_qadd_params corrected = *P;
+    corrected.corrected = 1;
+    return !P->reciprocal && FAST_QADD(p, strides, n, &corrected, 0);
+}
+
+/* Whether the division-free route gives qadd_core's bytes for every (a, b) pair, and so for every
+ * input: an output depends on its pair alone. */
+static int corrected_qadd_exact(const dmlq_qadd_params *P) {
+    enum { PAIRS = 1 << 16 };
+    uint8_t *memory = malloc(4 * PAIRS);
+    if (!memory) return 0;
+    uint8_t *a = memory, *b = a + PAIRS, *divided = b + PAIRS, *corrected = divided + PAIRS;
+    for (ptrdiff_t i = 0; i < PAIRS; i++) {
+        a[i] = (uint8_t)(i >> 8);
+        b[i] = (uint8_t)i;
+    }
+    qadd_core(a, b, divided, PAIRS, P);
+    const int exact = corrected_qadd(a, b, corrected, PAIRS, P) && memcmp(divided, corrected, PAIRS) == 0;
+    free(memory);
+    return exact;
+}
+#define CORRECTED_QADD_EXACT corrected_qadd_exact
+#else
 #define CORRECTED_QADD_EXACT NULL
 #endif
 

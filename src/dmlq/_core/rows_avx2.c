@@ -1,7 +1,5 @@
 /* The element-wise rows compiled for AVX2 with F16C (float16 conversions in hardware, exact) and FMA
  * (the quantized add's corrected quotient; FMA is never contracted from plain expressions). */
-#include <stdlib.h>
-
 #include "common.h"
 
 #if DMLQ_X86
@@ -139,30 +137,10 @@ static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq
     return 1;
 }
 
-static int corrected_qadd_exact(const dmlq_qadd_params *P);
-
 #define FAST_QADD fast_qadd
-#define CORRECTED_QADD_EXACT corrected_qadd_exact
+#define FAST_QADD_CORRECTS 1
 #define ROW_TABLE dmlq_rows_avx2
 #include "rows.h"
-
-/* Whether the corrected route gives the dividing loop's bytes for every (a, b) pair, and so for
- * every input: an output depends on its pair alone. */
-static int corrected_qadd_exact(const dmlq_qadd_params *P) {
-    enum { PAIRS = 1 << 16 };
-    uint8_t *memory = malloc(4 * PAIRS);
-    if (!memory) return 0;
-    uint8_t *a = memory, *b = a + PAIRS, *divided = b + PAIRS, *corrected = divided + PAIRS;
-    for (ptrdiff_t i = 0; i < PAIRS; i++) {
-        a[i] = (uint8_t)(i >> 8);
-        b[i] = (uint8_t)i;
-    }
-    qadd_core(a, b, divided, PAIRS, P);
-    qadd_contiguous(a, b, corrected, PAIRS, P, CORRECTED);
-    const int exact = memcmp(divided, corrected, PAIRS) == 0;
-    free(memory);
-    return exact;
-}
 
 DMLQ_END_TARGET
 #endif

@@ -62,7 +62,9 @@ static float normal_inverse(float divisor) {
     return fabsf(inverse) >= 0x1p-126f && fabsf(inverse) <= 0x1.fffffep127f ? inverse : 0.0f;
 }
 
-enum { DIVIDE, DIVIDE_WITH_ESTIMATE, MULTIPLY };
+/* CORRECTED (the quantized add only, where verified for its parameters: rows.h): q = x * inverse,
+ * then q + (x - q * divisor) * inverse, the residual exact in one FMA (Markstein's correction step). */
+enum { DIVIDE, DIVIDE_WITH_ESTIMATE, MULTIPLY, CORRECTED };
 
 static int quotient_mode(int reciprocal, float inverse) {
     return reciprocal ? MULTIPLY : inverse != 0.0f ? DIVIDE_WITH_ESTIMATE : DIVIDE;
@@ -72,9 +74,14 @@ static int quotient_mode(int reciprocal, float inverse) {
  * check_nan = 0 where the caller knows x / divisor cannot be NaN. */
 static inline __m128i quantized(__m512 x, __m512 divisor, __m512 inverse, int mode, __m512 zero, __m512 lo,
                                 __m512 hi, int check_nan) {
-    __m512 r = mode == MULTIPLY
-                   ? _mm512_roundscale_ps(_mm512_mul_ps(x, divisor), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-                   : rounded_quotient(x, divisor, inverse, mode == DIVIDE_WITH_ESTIMATE);
+    __m512 r;
+    if (mode == MULTIPLY || mode == CORRECTED) {
+        const __m512 q = _mm512_mul_ps(x, mode == MULTIPLY ? divisor : inverse);
+        const __m512 y = mode == MULTIPLY ? q : _mm512_fmadd_ps(_mm512_fnmadd_ps(q, divisor, x), inverse, q);
+        r = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        r = rounded_quotient(x, divisor, inverse, mode == DIVIDE_WITH_ESTIMATE);
+    }
     r = _mm512_add_ps(r, zero);
     const __mmask16 ordered = check_nan ? _mm512_cmp_ps_mask(r, r, _CMP_ORD_Q) : (__mmask16)0xffff;
     r = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi)); /* max(NaN, lo) is lo */
@@ -208,28 +215,37 @@ static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, co
     VECTOR_LOOP(out, 1, 16, n, QADD_16, QADD_PREFETCH, "GCC unroll 1");
 }
 
+/* The quantized add of contiguous bytes with each combination of types and quotient compiled apart. */
+static void qadd_contiguous(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t n, const dmlq_qadd_params *P,
+                            int mode, int stream) {
+    switch (P->a_signed * 6 + P->b_signed * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
+    case 0: qadd_loop(a, b, out, n, P, 0, 0, DIVIDE, stream); break;
+    case 1: qadd_loop(a, b, out, n, P, 0, 0, MULTIPLY, stream); break;
+    case 2: qadd_loop(a, b, out, n, P, 0, 0, CORRECTED, stream); break;
+    case 3: qadd_loop(a, b, out, n, P, 0, 1, DIVIDE, stream); break;
+    case 4: qadd_loop(a, b, out, n, P, 0, 1, MULTIPLY, stream); break;
+    case 5: qadd_loop(a, b, out, n, P, 0, 1, CORRECTED, stream); break;
+    case 6: qadd_loop(a, b, out, n, P, 1, 0, DIVIDE, stream); break;
+    case 7: qadd_loop(a, b, out, n, P, 1, 0, MULTIPLY, stream); break;
+    case 8: qadd_loop(a, b, out, n, P, 1, 0, CORRECTED, stream); break;
+    case 9: qadd_loop(a, b, out, n, P, 1, 1, DIVIDE, stream); break;
+    case 10: qadd_loop(a, b, out, n, P, 1, 1, MULTIPLY, stream); break;
+    default: qadd_loop(a, b, out, n, P, 1, 1, CORRECTED, stream); break;
+    }
+}
+
 /* Contiguous operands and scales under which the sum cannot be NaN: |scale| <= 1e30 keeps both
  * products finite, and a normal 1 / output scale keeps the quotient (or product) from being NaN.
- * The sums divide without the estimate: they lie on a lattice, often on ties, where the estimate
- * must divide anyway (simple scale ratios put most vectors there), and where it does not, dividing
- * is as fast here, the loop waiting on memory. */
+ * Without a verified correction step the sums divide without the estimate: they lie on a lattice,
+ * often on ties, where the estimate must divide anyway (simple scale ratios put most vectors
+ * there), and where it does not, dividing is as fast here, the loop waiting on memory. */
 static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_qadd_params *P, int stream) {
     const float inverse = normal_inverse(P->out_scale);
     if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !(fabsf(P->a_scale) <= 1e30f) || !(fabsf(P->b_scale) <= 1e30f) ||
         inverse == 0.0f)
         return 0;
-    const uint8_t *a = (const uint8_t *)p[0], *b = (const uint8_t *)p[1];
-    uint8_t *out = (uint8_t *)p[2];
-    switch (P->a_signed * 4 + P->b_signed * 2 + P->reciprocal) {
-    case 0: qadd_loop(a, b, out, n, P, 0, 0, DIVIDE, stream); break;
-    case 1: qadd_loop(a, b, out, n, P, 0, 0, MULTIPLY, stream); break;
-    case 2: qadd_loop(a, b, out, n, P, 0, 1, DIVIDE, stream); break;
-    case 3: qadd_loop(a, b, out, n, P, 0, 1, MULTIPLY, stream); break;
-    case 4: qadd_loop(a, b, out, n, P, 1, 0, DIVIDE, stream); break;
-    case 5: qadd_loop(a, b, out, n, P, 1, 0, MULTIPLY, stream); break;
-    case 6: qadd_loop(a, b, out, n, P, 1, 1, DIVIDE, stream); break;
-    default: qadd_loop(a, b, out, n, P, 1, 1, MULTIPLY, stream); break;
-    }
+    const int mode = P->reciprocal ? MULTIPLY : P->corrected ? CORRECTED : DIVIDE;
+    qadd_contiguous((const uint8_t *)p[0], (const uint8_t *)p[1], (uint8_t *)p[2], n, P, mode, stream);
     return 1;
 }
 
@@ -264,6 +280,7 @@ static int fast_add(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_
 #define FAST_QUANTIZE fast_quantize
 #define FAST_DEQUANTIZE fast_dequantize
 #define FAST_QADD fast_qadd
+#define FAST_QADD_CORRECTS 1
 #define FAST_ADD fast_add
 #define ROW_TABLE dmlq_rows_avx512
 #include "rows.h"
