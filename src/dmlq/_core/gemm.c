@@ -731,8 +731,24 @@ static int packs_ahead(const gemm_context *c, int threads) {
            c->m_panels * c->a_panel_bytes + b_bytes <= PACK_AHEAD_BYTES;
 }
 
+/* The kernels of one multiply: its packed B's, else the level's. The VNNI and AMX sets have no
+ * direct kernel; up to DIRECT_FEW_ROWS rows, AVX2's (which every such CPU runs) reads B once where
+ * packing it would read it twice and write it once, and a product of so few rows waits on B's
+ * bytes, not on multiplies. Not measured on such a CPU: more rows stay with their own tiles. */
+static const gemm_kernels *kernels_for(const dmlq_gemm_problem *p) {
+    if (p->packed_b) return p->packed_b->kernels;
+    const gemm_kernels *level = kernels_for_level();
+#if DMLQ_X86
+    const gemm_kernels *direct = &dmlq_gemm_avx2;
+    if (!level->dot_row_major && level != &dmlq_gemm_portable && p->m <= DIRECT_FEW_ROWS &&
+        reads_b_directly(p, direct, padded_groups(direct, p->k)))
+        return direct;
+#endif
+    return level;
+}
+
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
-    gemm_context c = {.p = p, .kernels = p->packed_b ? p->packed_b->kernels : kernels_for_level()};
+    gemm_context c = {.p = p, .kernels = kernels_for(p)};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
     c.groups = padded_groups(c.kernels, p->k);
     c.b_in_place = reads_b_directly(p, c.kernels, c.groups);
