@@ -122,9 +122,7 @@ _MATRIX_QUANTIZATION = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
 def matrix_b(b: np.ndarray | PackedB) -> object:
     """The matrix multiply's B as the kernels take it: an array, or a packed B's packing for the
     current CPU level (its private copy where the kernels do not take it)."""
-    if not isinstance(b, PackedB):
-        return b
-    return b.for_kernels() if b.packable else b.array
+    return b.as_kernel_operand() if isinstance(b, PackedB) else b
 
 
 def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:

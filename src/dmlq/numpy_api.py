@@ -655,12 +655,9 @@ def _packed_operands(packed: PackedMatrix, b_scale: object,
                      b_zero_point: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:  # fmt: skip
     """A packed B's own B, scale and zero point (checked when it was packed, and read-only since);
     DmlError if the call passes a scale or zero point too."""
-    given = [
-        name
-        for name, value in {"b_scale": b_scale, "b_zero_point": b_zero_point}.items()
-        if value is not None
-    ]
-    if given:
+    if b_scale is not None or b_zero_point is not None:
+        passed = (("b_scale", b_scale), ("b_zero_point", b_zero_point))
+        given = [name for name, value in passed if value is not None]
         raise DmlError(f"{', '.join(given)}: must be None when b is a PackedMatrix (it carries its own)")
     return packed.packed_b.array, packed.b_scale, packed.b_zero_point
 

@@ -43,7 +43,8 @@ class PackedB:
     def __init__(self, b: np.ndarray) -> None:
         self._array = _private(b)
         self._packings: dict[str, object] = {}
-        if self.packable:
+        self._packable = self._array.shape[-2] < _core.MAX_K
+        if self._packable:
             self.for_kernels()  # the packing happens now, not in the first multiply
 
     def __reduce__(self) -> tuple[type, tuple[np.ndarray]]:
@@ -64,7 +65,7 @@ class PackedB:
     @property
     def packable(self) -> bool:
         """Whether the compiled kernels take this B (K below ``_core.MAX_K``, as for unpacked B)."""
-        return self._array.shape[-2] < _core.MAX_K
+        return self._packable
 
     def for_kernels(self) -> object:
         """The packing for the current CPU level's kernel set, made on its first use."""
@@ -73,6 +74,11 @@ class PackedB:
         if packing is None:
             packing = self._packings[kernel_set] = _core.pack_b(self._array)
         return packing
+
+    def as_kernel_operand(self) -> object:
+        """B as the matrix multiply's kernels take it: the current level's packing, or the private
+        copy where K is beyond the kernels (``_core.MAX_K``)."""
+        return self.for_kernels() if self._packable else self._array
 
 
 class PackedMatrix:

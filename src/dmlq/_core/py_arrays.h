@@ -6,6 +6,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #define PY_ARRAY_UNIQUE_SYMBOL dmlq_core_ARRAY_API
 #ifndef DMLQ_PY_IMPORTS_NUMPY
 #define NO_IMPORT_ARRAY
@@ -36,7 +37,8 @@ int dmlq_py_check_overlaps(PyArrayObject *out, PyArrayObject *const *inputs, int
  * negative strides (the layer copies such an array), at most DirectML's 8 dimensions. */
 PyArrayObject *dmlq_py_accept_array(PyObject *object, int first_type, int second_type);
 PyArrayObject *dmlq_py_accept_bytes(PyObject *object); /* uint8 or int8 */
-int dmlq_py_finite_non_zero(float value);
+/* A scale's rule (finite, non-zero); inline, so that a vector of scales is checked in one loop. */
+static inline int dmlq_py_finite_non_zero(float value) { return isfinite(value) && value != 0.0f; }
 /* A per-tensor scale: a Python float or int, a NumPy float32 or float64 scalar, or a one-element float32
  * or float64 array of at most `max_ndim` dimensions, as float32 (NumPy's conversion); finite, non-zero. */
 int dmlq_py_accept_scale(PyObject *object, int max_ndim, float *value);

@@ -327,9 +327,9 @@ static int accept_column_vector(PyObject *object, ptrdiff_t n, int type, float *
     PyArrayObject *array = column_array(object, n, type);
     if (!array) return 0;
     gather(PyArray_BYTES(array), PyArray_STRIDE(array, PyArray_NDIM(array) - 1), n, type, floats, integers);
-    for (ptrdiff_t i = 0; is_scale && i < n; i++)
-        if (!dmlq_py_finite_non_zero(floats[i])) return 0;
-    return 1;
+    int usable = 1;
+    for (ptrdiff_t i = 0; is_scale && i < n; i++) usable &= dmlq_py_finite_non_zero(floats[i]);
+    return usable;
 }
 
 /* A 2-D operand the kernels read in place. */

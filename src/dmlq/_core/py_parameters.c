@@ -27,8 +27,6 @@ PyArrayObject *dmlq_py_accept_array(PyObject *object, int first_type, int second
 
 PyArrayObject *dmlq_py_accept_bytes(PyObject *object) { return dmlq_py_accept_array(object, DMLQ_U8, DMLQ_I8); }
 
-int dmlq_py_finite_non_zero(float value) { return isfinite(value) && value != 0.0f; }
-
 int dmlq_py_accept_scale(PyObject *object, int max_ndim, float *value) {
     if (PyFloat_Check(object)) { /* float and numpy.float64 */
         *value = (float)PyFloat_AS_DOUBLE(object);
