@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import dmlq
+from dmlq import _core
 from dmlq.cli import build_parser
 from dmlq.dxdispatch import load_model
 
@@ -558,9 +559,11 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args, output_buffering):
     assert (result.returncode, result.stderr) == (0, "")
 
 
-def test_version(tmp_path):
-    result = dmlq_cli("--version", cwd=tmp_path)
-    assert (result.returncode, result.stdout) == (0, f"dmlq {dmlq.__version__}\n")
+def test_version_names_the_kernels_in_use(tmp_path):
+    result = dmlq_cli("--version", cwd=tmp_path, DMLQ_NUM_THREADS="1")
+    levels = ", ".join(_core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1])
+    expected = f"dmlq {dmlq.__version__} (kernels: {_core.detected_level()} of {levels}; threads: 1)\n"
+    assert (result.returncode, result.stdout) == (0, expected)
 
 
 def test_python_m_dmlq_is_the_same_command_line(tmp_path):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from . import __version__
+from . import __version__, _core
 from .activations import ACTIVATIONS
 from .chunked import add_dequantize, add_quantize
 from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_model
@@ -103,13 +103,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def version_line() -> str:
+    """The version and what computes here, for a bug report: the compiled kernels' CPU level (of
+    those this CPU has) and the thread count.
+
+    >>> version_line().startswith(f"dmlq {__version__} (kernels: ")
+    True
+    """
+    levels = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+    return (f"dmlq {__version__} (kernels: {_core.get_level()} of {', '.join(levels)}; "
+            f"threads: {_core.get_num_threads()})")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlq",
         description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models; "
         "run, check and compare ONNX models (MODEL.onnx).",
     )
-    parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_subcommand in SUBCOMMANDS:
