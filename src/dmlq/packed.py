@@ -43,7 +43,7 @@ class PackedB:
     def __init__(self, b: np.ndarray) -> None:
         self._array = _private(b)
         self._packings: dict[str, object] = {}
-        self._packable = self._array.shape[-2] < _core.MAX_K
+        self._packable = self._array.shape[-2] < _core.MAX_K  # the kernels' K, as for an unpacked B
         if self._packable:
             self.for_kernels()  # the packing happens now, not in the first multiply
 
@@ -61,11 +61,6 @@ class PackedB:
     def array(self) -> np.ndarray:
         """The private copy of B (read-only)."""
         return self._array
-
-    @property
-    def packable(self) -> bool:
-        """Whether the compiled kernels take this B (K below ``_core.MAX_K``, as for unpacked B)."""
-        return self._packable
 
     def for_kernels(self) -> object:
         """The packing for the current CPU level's kernel set, made on its first use."""
