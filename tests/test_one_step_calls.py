@@ -1,7 +1,8 @@
 """The one-step calls the NumPy layer tries first (``_core.matmul_per_tensor`` for the matrix multiply,
-``_core.quantized_add_per_tensor`` for the quantized add) take the common calls whole and give the
-reference's bits; every other call they decline (None), and the layer's general path converts it or
-refuses it as before."""
+``_core.quantized_add_per_tensor`` for the quantized add, ``_core.quantize_per_tensor`` and
+``_core.dequantize_per_tensor``, ``_core.add_same_shape`` for the float add) take the common calls
+whole and give the reference's bits; every other call they decline (None), and the layer's general
+path converts it or refuses it as before."""
 
 from __future__ import annotations
 
@@ -459,3 +460,104 @@ def test_invalid_quantizes_and_dequantizes_are_declined_and_refused(function, ar
     assert one_step(*arguments, *extra) is None
     with pytest.raises(DmlError):
         function(*arguments)
+
+
+# ---- the float add ------------------------------------------------------------------------------------
+
+
+def _float_operands(
+    rng: np.random.Generator, shape: tuple[int, ...], dtype: type
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two random float arrays whose first elements are the cases an add must keep: NaNs of two
+    payloads (a's must survive), infinities of both signs, -0 + -0, and sums that relu turns to 0."""
+    a, b = ((rng.standard_normal(shape) * 3).astype(dtype) for _ in range(2))
+    nan_a, nan_b = np.float32(np.nan), -np.float32(np.nan)  # two NaNs with different sign bits
+    special = [
+        (nan_a, 1.0),
+        (1.0, nan_b),
+        (nan_a, nan_b),
+        (np.inf, -np.inf),
+        (np.inf, 1.0),
+        (-0.0, -0.0),
+        (-2.0, 1.0),
+    ]
+    for index, (x, y) in enumerate(special[: a.size]):
+        a.flat[index], b.flat[index] = x, y
+    return a, b
+
+
+def _float_add_reference(a, b, relu: bool) -> np.ndarray:
+    return reference.add(a, b, a.dtype, dmlq.activations.Relu() if relu else None)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # inf + -inf in the reference
+@pytest.mark.parametrize(
+    "activation", [None, "relu", dmlq.activations.Relu()], ids=["none", "'relu'", "Relu()"]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(16,), (3, 5), (2, 3, 70)])
+def test_common_float_adds_take_one_step_and_give_reference_bits(
+    level, shape, dtype, activation, rng
+) -> None:
+    a, b = _float_operands(rng, shape, dtype)
+    relu = activation is not None
+    expected = _float_add_reference(a, b, relu)
+    one_step = _core.add_same_shape(a, b, relu, None)
+    assert one_step is not None and one_step.dtype == dtype
+    assert one_step.tobytes() == expected.tobytes()
+    assert dmlq.add(a, b, fused_activation=activation).tobytes() == expected.tobytes()
+    reversed_ = dmlq.add(a[::-1], b[::-1], fused_activation=activation)  # negative strides: the general path
+    assert reversed_.tobytes() == expected[::-1].tobytes()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+def test_a_float_add_in_place_or_into_a_strided_output(rng: np.random.Generator) -> None:
+    a, b = _float_operands(rng, (4, 8), np.float32)
+    expected = _float_add_reference(a, b, True)
+    wide = np.zeros((4, 16), np.float32)
+    assert _core.add_same_shape(a, b, True, wide[:, ::2]) is not None
+    assert wide[:, ::2].tobytes() == expected.tobytes() and not wide[:, 1::2].any()
+    assert dmlq.add(a, b, fused_activation="relu", out=b) is b
+    assert b.tobytes() == expected.tobytes()
+
+
+def _float_add_declined() -> dict[str, tuple]:
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    return {
+        "broadcast b": (x, x[0], False, None),
+        "mixed float32 and float16": (x, x.astype(np.float16), False, None),
+        "float64": (x.astype(np.float64), x.astype(np.float64), False, None),
+        "0-d operands": (x[0, 0], x[1, 1], False, None),
+        "list a": (x.tolist(), x, False, None),
+        "a with negative strides": (x[::-1], x, False, None),
+        "byte-swapped b": (x, x.astype(">f4"), False, None),
+        "empty": (x[:0], x[:0], False, None),
+        "an output of another dtype": (x, x, False, np.empty((3, 4), np.float16)),
+    }
+
+
+@pytest.mark.parametrize("call", _float_add_declined())
+def test_other_float_adds_are_left_to_the_general_path(call: str) -> None:
+    arguments = _float_add_declined()[call]
+    assert _core.add_same_shape(*arguments) is None
+
+
+def test_an_output_partly_over_an_input_gives_the_general_paths_result(rng: np.random.Generator) -> None:
+    buffer = rng.standard_normal(17).astype(np.float32)
+    a, b, out = buffer[:16], rng.standard_normal(16).astype(np.float32), buffer[1:]
+    expected = _float_add_reference(a.copy(), b, False)
+    assert _core.add_same_shape(a, b, False, out) is None
+    assert dmlq.add(a, b, out=out) is out
+    assert out.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [(np.float32([1.0]), np.float16([1.0])), (np.float32([1.0, 2.0]), np.float32([1.0, 2.0, 3.0])),
+     (np.int32([1]), np.int32([1]))],
+    ids=["mixed dtypes", "shapes that do not broadcast", "integers"],
+)  # fmt: skip
+def test_invalid_float_adds_are_declined_and_refused_by_the_general_path(arguments) -> None:
+    assert _core.add_same_shape(*arguments, False, None) is None
+    with pytest.raises(DmlError):
+        dmlq.add(*arguments)

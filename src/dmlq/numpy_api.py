@@ -486,6 +486,11 @@ def add(a: ArrayLike, b: ArrayLike, *, fused_activation: _activations.Activation
     >>> add([1.0, -3.0], [1.0, 1.0], fused_activation="relu")
     array([2., 0.], dtype=float32)
     """
+    relu = fused_activation == "relu" or isinstance(fused_activation, _activations.Relu)
+    if fused_activation is None or relu:  # the common call, checked and run in one C step, or None
+        result = _core.add_same_shape(a, b, relu, out)
+        if result is not None:
+            return result
     a_dtype = _float_operand_dtype(a, b)
     a = _operand(a, "a", FLOAT_TYPES, a_dtype, floats=F32)
     b = _operand(b, "b", FLOAT_TYPES, _float_operand_dtype(b, a), floats=F32)

@@ -47,7 +47,7 @@ int dmlq_py_carried_type(PyObject *object);
 /* A per-tensor zero point of a tensor of `type` (DMLQ_U8 or DMLQ_I8): None (0), a Python int in the
  * type's range, or a NumPy scalar or one-element array (at most `max_ndim` dimensions) of that type. */
 int dmlq_py_accept_zero_point(PyObject *object, int type, int max_ndim, int32_t *value);
-/* The output (a new reference): a new array of `shape` and `type` (uint8, int8 or float32) for None,
+/* The output (a new reference): a new array of `shape` and `type` (uint8, int8, float32 or float16) for None,
  * else `object` itself when it is a writable, aligned, native-order array of that shape and type with
  * positive strides (zero along a size-1 dimension) that overlaps no input, or only as exactly it where
  * `identical_allowed`; else NULL (an exception set only when allocating failed). */

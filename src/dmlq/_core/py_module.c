@@ -255,15 +255,19 @@ static PyObject *quantized_add_route(PyObject *self, PyObject *args) {
  * output_zero_point, out, reciprocal_division): dmlq.quantized_linear_add's common call in one step, as
  * matmul_per_tensor is the matrix multiply's: two uint8/int8 arrays of one shape and per-tensor
  * parameters that py_parameters.c accepts. The result, or None for any other call. */
+/* Two accepted operands (NULL: not accepted) of one shape. */
+static int same_shape(PyArrayObject *a, PyArrayObject *b) {
+    return a && b && PyArray_NDIM(a) == PyArray_NDIM(b) &&
+           !memcmp(PyArray_DIMS(a), PyArray_DIMS(b), sizeof(npy_intp) * (size_t)PyArray_NDIM(a));
+}
+
 static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (dmlq_py_check_arguments("quantized_add_per_tensor", nargs, 10) < 0) return NULL;
     const int reciprocal = PyObject_IsTrue(args[9]);
     if (reciprocal < 0) return NULL;
-    PyArrayObject *a = dmlq_py_accept_bytes(args[0]), *b = dmlq_py_accept_bytes(args[3]);
-    if (!a || !b || PyArray_NDIM(a) == 0 || PyArray_NDIM(a) != PyArray_NDIM(b) || !PyArray_SIZE(a) ||
-        memcmp(PyArray_DIMS(a), PyArray_DIMS(b), sizeof(npy_intp) * (size_t)PyArray_NDIM(a)))
-        Py_RETURN_NONE;
+    PyArrayObject *a = accept_data(args[0], DMLQ_U8, DMLQ_I8), *b = accept_data(args[3], DMLQ_U8, DMLQ_I8);
+    if (!same_shape(a, b)) Py_RETURN_NONE;
     const int ndim = PyArray_NDIM(a), a_type = dmlq_py_type_of(a), carried = dmlq_py_carried_type(args[7]);
     const int out_type = carried >= 0 ? carried : a_type;
     float scales[3];
@@ -282,6 +286,30 @@ static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args,
     PyObject *done = qadd_setup(&loop, &params, arrays, scales, zeros, reciprocal) < 0
                          ? NULL
                          : run(&loop, rows_for_level()->quantized_add, &params);
+    if (!done) {
+        Py_DECREF(arrays[2]);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return (PyObject *)arrays[2];
+}
+
+/* add_same_shape(a, b, relu, out): dmlq.add's common call in one step: two float32 or two float16
+ * arrays of one shape, alone or with relu, into out (None, a new array; or an array of that shape and
+ * dtype, which may be a or b itself). The result, or None for any other call. */
+static PyObject *add_same_shape(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (dmlq_py_check_arguments("add_same_shape", nargs, 4) < 0) return NULL;
+    const int relu = PyObject_IsTrue(args[2]);
+    if (relu < 0) return NULL;
+    PyArrayObject *a = accept_data(args[0], DMLQ_F32, DMLQ_F16), *b = accept_data(args[1], DMLQ_F32, DMLQ_F16);
+    if (!same_shape(a, b) || dmlq_py_type_of(a) != dmlq_py_type_of(b)) Py_RETURN_NONE;
+    const dmlq_add_params params = {dmlq_py_type_of(a), relu ? DMLQ_ACT_RELU : DMLQ_ACT_NONE, {0.0, 0.0}};
+    PyArrayObject *arrays[3] = {a, b, NULL};
+    arrays[2] = dmlq_py_accept_output(args[3], PyArray_NDIM(a), PyArray_DIMS(a), params.type, arrays, 2, 1);
+    if (!arrays[2]) return declined();
+    dmlq_loop loop;
+    PyObject *done = build_loop(&loop, arrays, 3) < 0 ? NULL : run(&loop, rows_for_level()->add, &params);
     if (!done) {
         Py_DECREF(arrays[2]);
         return NULL;
@@ -498,6 +526,9 @@ static PyMethodDef methods[] = {
      "output_zero_point, out, reciprocal_division): the NumPy layer's per-tensor call in one step; None when "
      "the arguments need its general path."},
     {"add", add, METH_VARARGS, "add(a, b, out, activation_type_value, (p0, p1))"},
+    {"add_same_shape", (PyCFunction)(void (*)(void))add_same_shape, METH_FASTCALL,
+     "add_same_shape(a, b, relu, out): the NumPy layer's add of two float arrays of one shape and dtype, alone or "
+     "with relu, in one step; None when the arguments need its general path."},
     {"matmul", dmlq_py_matmul, METH_VARARGS,
      "matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale, output_zero_point, out, "
      "reciprocal_division)"},

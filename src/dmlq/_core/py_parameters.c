@@ -78,7 +78,10 @@ int dmlq_py_accept_zero_point(PyObject *object, int type, int max_ndim, int32_t 
 PyArrayObject *dmlq_py_accept_output(PyObject *object, int ndim, const npy_intp *shape, int type,
                                      PyArrayObject *const *inputs, int count, int identical_allowed) {
     if (object == Py_None) {
-        const int typenum = type == DMLQ_F32 ? NPY_FLOAT32 : type == DMLQ_I8 ? NPY_INT8 : NPY_UINT8;
+        const int typenum = type == DMLQ_F32   ? NPY_FLOAT32
+                            : type == DMLQ_F16 ? NPY_FLOAT16
+                            : type == DMLQ_I8  ? NPY_INT8
+                                               : NPY_UINT8;
         return (PyArrayObject *)dmlq_py_new_output(ndim, shape, PyArray_DescrFromType(typenum));
     }
     if (!PyArray_Check(object)) return NULL;
