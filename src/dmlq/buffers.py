@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from . import _core
 from .errors import DmlError
 from .int4 import Nibbles
 from .tensor import TensorDesc
@@ -63,6 +64,10 @@ class Binding:
 
     def bind(self, buffer: object) -> tuple[np.ndarray, int]:
         """The tensor's ndarray view of ``buffer`` and the address where the buffer starts."""
+        bound = _core.bind_view(buffer, self.dtype, self.shape, self.strides, self.addressed_bytes,
+                                self.alignment, self.writable)  # fmt: skip
+        if bound is not None:  # an ndarray that serves as it is, checked and viewed in one C call
+            return bound
         memory = buffer_bytes(buffer, self.where, writable=self.writable)
         if isinstance(buffer, np.ndarray):
             self._check_dtype(buffer.dtype)

@@ -67,4 +67,7 @@ PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ss
 PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg);
 PyObject *dmlq_py_gemm_kernel_set(PyObject *self, PyObject *unused);
 
+/* ---- buffer views (py_buffers.c) ---- */
+PyObject *dmlq_py_bind_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

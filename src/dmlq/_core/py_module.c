@@ -540,6 +540,9 @@ static PyMethodDef methods[] = {
      "dequantize_int4(packed, scale, zero_point, out, is_signed): blockwise packed 4-bit to a 2-D float array"},
     {"quantize_int4", quantize_int4, METH_VARARGS,
      "quantize_int4(x, scale, zero_point, packed, is_signed, reciprocal_division): a 2-D float array to nibbles"},
+    {"bind_view", (PyCFunction)(void (*)(void))dmlq_py_bind_view, METH_FASTCALL,
+     "bind_view(buffer, dtype, shape, strides, addressed_bytes, alignment, writable): dmlq.buffers.Binding.bind's "
+     "(view, address) for an ndarray buffer that serves as it is; None for any other buffer."},
     {"pack_b", dmlq_py_pack_b, METH_O, "pack_b(b): a capsule of b packed for the current level's matmul kernels."},
     {"gemm_kernel_set", dmlq_py_gemm_kernel_set, METH_NOARGS, "The name of the current level's matmul kernel set."},
     {"set_num_threads", set_num_threads, METH_O, "Threads used by the kernels (at least 1)."},
