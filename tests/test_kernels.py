@@ -383,6 +383,26 @@ def check_matmul(views, out_type, reciprocal=False):
     return got
 
 
+def test_matmul_scales_with_leading_ones_are_read_as_their_last_two_dimensions():
+    # DirectML's 4-D scale tensors reach the kernel as they are: {1, 1, M, 1} reads as [M, 1].
+    rng = np.random.default_rng(5)
+    views = matmul_case(rng, integers(rng, U8, (1, 2, 3, 5)), integers(rng, I8, (1, 2, 5, 4)), U8, I8, U8,
+                        True, True, True)  # fmt: skip
+    want = check_matmul(views, U8)
+    four_d = {
+        name: value if name in ("a", "b") else value.reshape(1, 1, *value.shape)
+        for name, value in views.items()
+    }
+    got = np.empty(want.shape, U8)
+    _core.matmul(*four_d.values(), got, False)
+    assert_same(got, want)
+    four_d["b_scale"] = np.ones((2, 1, 1, 4), F32)  # a leading dimension of 2: not one scale per column
+    with pytest.raises(
+        ValueError, match="b_scale must be a float32 array of 2 dimensions, or more of size 1"
+    ):
+        _core.matmul(*four_d.values(), got, False)
+
+
 @pytest.mark.parametrize("a_type", BYTES)
 @pytest.mark.parametrize("b_type", BYTES)
 @pytest.mark.parametrize("out_type", BYTES)

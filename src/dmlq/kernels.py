@@ -108,11 +108,16 @@ def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_divisio
 
 
 def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
-    """A scale or zero point tensor as a 2-D ``[M, 1]``, ``[1, N]`` or ``[1, 1]`` array."""
-    if view is None or view.ndim == 2:
+    """A scale or zero point tensor as the matrix multiply's kernels take it: of at least 2
+    dimensions, ``[..., M, 1]``, ``[..., 1, N]`` or ``[..., 1, 1]`` (those before the last two of
+    size 1, as DirectML's are); one of fewer dimensions padded with leading 1s.
+
+    >>> matrix_operand(np.zeros(3)).shape, matrix_operand(np.zeros((1, 1, 3, 1))).shape
+    ((1, 3), (1, 1, 3, 1))
+    """
+    if view is None or view.ndim >= 2:
         return view
-    padded = view.reshape((1, 1) + view.shape)
-    return padded.reshape(padded.shape[-2:])
+    return view.reshape((1,) * (2 - view.ndim) + view.shape)
 
 
 _MATRIX_QUANTIZATION = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",

@@ -13,26 +13,31 @@ static void gather(const char *data, ptrdiff_t stride, ptrdiff_t length, int typ
         for (ptrdiff_t i = 0; i < length; i++) integers[i] = *(const uint8_t *)(data + i * stride);
 }
 
-/* A [rows, columns] scale or zero point, broadcast along its size-1 dimensions, as a vector. */
+/* A [..., rows, columns] scale or zero point (its dimensions before the last two of size 1),
+ * broadcast along its size-1 dimensions, as a vector. */
 static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const char *name, float *floats,
                        int32_t *integers) {
     if (!array) {
         for (ptrdiff_t i = 0; i < length; i++) integers[i] = 0;
         return 0;
     }
-    const int type = dmlq_py_type_of(array);
+    const int type = dmlq_py_type_of(array), ndim = PyArray_NDIM(array);
     const int wanted_float = floats != NULL;
-    if (PyArray_NDIM(array) != 2 || (wanted_float ? type != DMLQ_F32 : (type != DMLQ_U8 && type != DMLQ_I8))) {
-        PyErr_Format(PyExc_ValueError, "%s must be a 2-D %s array", name, wanted_float ? "float32" : "8-bit");
+    int leading_ones = ndim >= 2;
+    for (int d = 0; d < ndim - 2; d++) leading_ones &= PyArray_DIM(array, d) == 1;
+    if (!leading_ones || (wanted_float ? type != DMLQ_F32 : (type != DMLQ_U8 && type != DMLQ_I8))) {
+        PyErr_Format(PyExc_ValueError, "%s must be a %s array of 2 dimensions, or more of size 1 before them",
+                     name, wanted_float ? "float32" : "8-bit");
         return -1;
     }
-    const ptrdiff_t size = PyArray_DIM(array, axis), other = PyArray_DIM(array, 1 - axis);
+    const int rows = ndim - 2;
+    const ptrdiff_t size = PyArray_DIM(array, rows + axis), other = PyArray_DIM(array, rows + 1 - axis);
     if ((size != 1 && size != length) || other != 1) {
         PyErr_Format(PyExc_ValueError, "%s has a shape that is neither per-tensor nor per-%s", name,
                      axis == 0 ? "row" : "column");
         return -1;
     }
-    gather(PyArray_BYTES(array), size == 1 ? 0 : PyArray_STRIDE(array, axis), length, type, floats, integers);
+    gather(PyArray_BYTES(array), size == 1 ? 0 : PyArray_STRIDE(array, rows + axis), length, type, floats, integers);
     return 0;
 }
 
