@@ -75,8 +75,7 @@ def _execute_stage(
 ) -> dict[str, np.ndarray]:
     """The stage's outputs; a stage that reads only initializers is computed once per feature level
     (as constant as the weights it dequantizes), its results read-only."""
-    constants = _constant_names(model)
-    constant = all(name in constants for name in stage.inputs)
+    constant = _is_constant(model, stage)
     key = ("constant", id(stage), device.feature_level)
     if constant and key in model.cache:
         return model.cache[key]
@@ -89,8 +88,19 @@ def _execute_stage(
         for value in outputs.values():
             value.flags.writeable = False
         model.cache[key] = outputs
-        constants.update(outputs)
+        _constant_names(model).update(outputs)
     return outputs
+
+
+def _is_constant(model: Model, stage: Stage) -> bool:
+    """Whether the stage reads only initializers and constant values: settled on its first run, since
+    the stages before it, which make its inputs, have all run by then."""
+    key = ("constant stage", id(stage))
+    constant = model.cache.get(key)
+    if constant is None:
+        constants = _constants(model)
+        constant = model.cache[key] = all(name in constants for name in stage.inputs)
+    return constant
 
 
 def _constant_names(model: Model) -> set[str]:
@@ -107,22 +117,34 @@ def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
 
 
 def _execute_mapped(model: Model, step: Step, values: Mapping[str, np.ndarray], device: Device) -> np.ndarray:
-    operands = [np.ascontiguousarray(values[name]) if name else None for name in step.inputs]
-    key = (
-        "compiled",
-        id(step),
-        device.feature_level,
-        tuple((a.dtype, a.shape) if a is not None else None for a in operands),
-    )
+    """The step's output. Only its variable operands are read on each run (and key its compilation):
+    the constant ones were bound once, by initialize, as OWNED_BY_DML."""
+    operands: list[np.ndarray | None] = [None] * len(step.inputs)
+    signature = []
+    for index in _variable_inputs(model, step):
+        operand = operands[index] = np.ascontiguousarray(values[step.inputs[index]])
+        signature.append((operand.dtype, operand.shape))
+    key = ("compiled", id(step), device.feature_level, tuple(signature))
     found: tuple[Described, CompiledOperator, tuple[int, ...]] | None = model.cache.get(key)
     if found is None:
-        found = model.cache[key] = _compiled(model, step, operands, values, device)
-    described, compiled, owned = found
-    for index in owned:
-        operands[index] = None  # bound once by initialize
+        every = [np.ascontiguousarray(values[name]) if name else None for name in step.inputs]
+        found = model.cache[key] = _compiled(model, step, every, values, device)
+    described, compiled, _ = found
     out = np.empty(described.sizes, described.dtype)
     compiled.execute(operands, [out])
     return out.reshape(described.shape)
+
+
+def _variable_inputs(model: Model, step: Step) -> tuple[int, ...]:
+    """The indices of the step's inputs that are neither absent nor constant (settled on its first
+    run, as _is_constant is); the others are the ones _compiled binds as OWNED_BY_DML."""
+    key = ("variable inputs", id(step))
+    indices = model.cache.get(key)
+    if indices is None:
+        constants = _constants(model)
+        variable = (index for index, name in enumerate(step.inputs) if name and name not in constants)
+        indices = model.cache[key] = tuple(variable)
+    return indices
 
 
 def _compiled(
