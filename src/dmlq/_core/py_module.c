@@ -134,6 +134,23 @@ static void bind_per_tensor(dmlq_loop *loop, const float *scale, const char *zer
     loop->data[2] = (char *)zero_point;
 }
 
+/* Two accepted operands (NULL: not accepted) of one shape. */
+static int same_shape(PyArrayObject *a, PyArrayObject *b) {
+    return a && b && PyArray_NDIM(a) == PyArray_NDIM(b) &&
+           !memcmp(PyArray_DIMS(a), PyArray_DIMS(b), sizeof(npy_intp) * (size_t)PyArray_NDIM(a));
+}
+
+/* `out` (whose reference the caller holds) once `done`, run's result, says the loop ran; else NULL,
+ * with `out` released. */
+static PyObject *delivered(PyObject *done, PyArrayObject *out) {
+    if (!done) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return (PyObject *)out;
+}
+
 /* The result array on success, NULL with an exception, after running `row` over arrays {data, out}
  * with the per-tensor scale and zero point. */
 static PyObject *run_per_tensor(PyArrayObject *data, PyArrayObject *out, const float *scale, const char *zero_point,
@@ -145,12 +162,7 @@ static PyObject *run_per_tensor(PyArrayObject *data, PyArrayObject *out, const f
         bind_per_tensor(&loop, scale, zero_point);
         done = run(&loop, row, params);
     }
-    if (!done) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    Py_DECREF(done);
-    return (PyObject *)out;
+    return delivered(done, out);
 }
 
 /* NULL with None returned for a call the one step does not take (the exception, if any, stands). */
@@ -255,12 +267,6 @@ static PyObject *quantized_add_route(PyObject *self, PyObject *args) {
  * output_zero_point, out, reciprocal_division): dmlq.quantized_linear_add's common call in one step, as
  * matmul_per_tensor is the matrix multiply's: two uint8/int8 arrays of one shape and per-tensor
  * parameters that py_parameters.c accepts. The result, or None for any other call. */
-/* Two accepted operands (NULL: not accepted) of one shape. */
-static int same_shape(PyArrayObject *a, PyArrayObject *b) {
-    return a && b && PyArray_NDIM(a) == PyArray_NDIM(b) &&
-           !memcmp(PyArray_DIMS(a), PyArray_DIMS(b), sizeof(npy_intp) * (size_t)PyArray_NDIM(a));
-}
-
 static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (dmlq_py_check_arguments("quantized_add_per_tensor", nargs, 10) < 0) return NULL;
@@ -286,12 +292,7 @@ static PyObject *quantized_add_per_tensor(PyObject *self, PyObject *const *args,
     PyObject *done = qadd_setup(&loop, &params, arrays, scales, zeros, reciprocal) < 0
                          ? NULL
                          : run(&loop, rows_for_level()->quantized_add, &params);
-    if (!done) {
-        Py_DECREF(arrays[2]);
-        return NULL;
-    }
-    Py_DECREF(done);
-    return (PyObject *)arrays[2];
+    return delivered(done, arrays[2]);
 }
 
 /* add_same_shape(a, b, relu, out): dmlq.add's common call in one step: two float32 or two float16
@@ -310,12 +311,7 @@ static PyObject *add_same_shape(PyObject *self, PyObject *const *args, Py_ssize_
     if (!arrays[2]) return declined();
     dmlq_loop loop;
     PyObject *done = build_loop(&loop, arrays, 3) < 0 ? NULL : run(&loop, rows_for_level()->add, &params);
-    if (!done) {
-        Py_DECREF(arrays[2]);
-        return NULL;
-    }
-    Py_DECREF(done);
-    return (PyObject *)arrays[2];
+    return delivered(done, arrays[2]);
 }
 
 static PyObject *add(PyObject *self, PyObject *args) {
