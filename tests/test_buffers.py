@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from dmlq import DataType, DmlError, TensorDesc, _core
 from dmlq.buffers import Binding
@@ -100,3 +102,50 @@ def test_other_buffers_are_left_to_the_python_path(case: str) -> None:
     else:
         with pytest.raises(DmlError):
             b.bind(buffer)
+
+
+@st.composite
+def tensors_and_buffers(draw) -> tuple[Binding, np.ndarray]:
+    """A tensor (1-4 dimensions, packed or with strides, broadcast ones among them, an alignment or
+    none) and an ndarray buffer of its dtype or of raw bytes, in either order, starting anywhere in
+    a larger allocation: large enough or not, aligned or not."""
+    data_type = draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16, DataType.UINT8, DataType.INT32]))
+    sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    strides = draw(st.none() | st.lists(st.integers(0, 6), min_size=len(sizes), max_size=len(sizes)))
+    alignment = draw(st.sampled_from([0, 0, 4, 16, 64]))
+    desc = TensorDesc(data_type, sizes, strides=strides, guaranteed_base_offset_alignment=alignment)
+    b = binding(desc, writable=draw(st.booleans()))
+    dtype = draw(st.sampled_from([b.dtype, b.dtype, np.dtype(np.uint8), np.dtype(np.float64)]))
+    needed = -(-desc.addressed_bytes // dtype.itemsize)  # elements of dtype that hold the tensor
+    count = draw(st.integers(needed, needed + 3) | st.integers(0, needed))  # mostly large enough
+    offset = draw(st.sampled_from([0, 0, 0, 64, dtype.itemsize, 1, 2, 3]))
+    memory = np.zeros(count * dtype.itemsize + offset + 64, np.uint8)
+    buffer = memory[offset : offset + count * dtype.itemsize].view(dtype)
+    if draw(st.booleans()) and count % 2 == 0 and count:
+        buffer = np.asfortranarray(buffer.reshape(2, count // 2))
+    if draw(st.booleans()):
+        buffer.flags.writeable = False
+    return b, buffer
+
+
+@settings(max_examples=300, deadline=None)
+@given(tensors_and_buffers())
+def test_the_one_step_agrees_with_the_python_path_on_random_buffers(case) -> None:
+    b, buffer = case
+    memory = memoryview(buffer.ravel(order="K").view(np.uint8))
+    try:
+        python_view, python_start = b.bind(memory)
+        python_dtype_ok = buffer.dtype in (b.dtype, np.dtype(np.uint8))
+    except DmlError:
+        python_view, python_dtype_ok = None, False
+    bound = one_step(b, buffer)
+    event("served" if bound is not None else "left to the Python path")
+    if python_view is None or not python_dtype_ok:
+        assert bound is None
+        return
+    assert bound is not None
+    view, start = bound
+    assert start == python_start
+    for attribute in ("shape", "strides", "dtype"):
+        assert getattr(view, attribute) == getattr(python_view, attribute)
+    assert view.flags.writeable == python_view.flags.writeable
