@@ -24,7 +24,7 @@ import numpy as np
 from dmlq_bench import data, report, sweep
 from dmlq_bench.timing import Case, Plan
 
-from dmlq import _core
+from dmlq import _core, kernels
 
 PLANS = {
     "full": Plan(runs=15, warmups=1, budget=60.0, min_sample=0.02, min_runs=15),
@@ -50,7 +50,7 @@ def fail(message: str) -> NoReturn:
 
 def available_levels() -> list[str]:
     """The CPU levels this machine runs, best first."""
-    return list(reversed(_core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]))
+    return list(reversed(kernels.available_levels()))
 
 
 def _choices(text: str, allowed: list[str] | tuple[str, ...], option: str) -> list[str]:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from dmlq import _core
+from dmlq.kernels import available_levels
 
 BYTE_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
@@ -118,7 +119,7 @@ def read_strided(buffer: np.ndarray, sizes: Sequence[int], strides: Sequence[int
     return [buffer[offset].item() for offset in element_offsets(sizes, strides)]
 
 
-LEVELS = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+LEVELS = available_levels()
 
 
 @pytest.fixture(params=LEVELS)

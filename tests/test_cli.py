@@ -19,6 +19,7 @@ import dmlq
 from dmlq import _core
 from dmlq.cli import build_parser
 from dmlq.dxdispatch import load_model
+from dmlq.kernels import available_levels
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SOURCE_ROOT = Path(dmlq.__file__).resolve().parents[1]  # src/ (or site-packages when installed)
@@ -561,7 +562,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args, output_buffering):
 
 def test_version_names_the_kernels_in_use(tmp_path):
     result = dmlq_cli("--version", cwd=tmp_path, DMLQ_NUM_THREADS="1")
-    levels = ", ".join(_core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1])
+    levels = ", ".join(available_levels())
     expected = f"dmlq {dmlq.__version__} (kernels: {_core.detected_level()} of {levels}; threads: 1)\n"
     assert (result.returncode, result.stdout) == (0, expected)
 

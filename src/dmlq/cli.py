@@ -32,6 +32,7 @@ from .activations import ACTIVATIONS
 from .chunked import add_dequantize, add_quantize
 from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_model
 from .errors import DmlError
+from .kernels import available_levels
 from .onnx.cli import add_compare, names_an_onnx_model
 from .onnx.cli import main as onnx_main
 from .ops import OPERATORS
@@ -110,8 +111,7 @@ def version_line() -> str:
     >>> version_line().startswith(f"dmlq {__version__} (kernels: ")
     True
     """
-    levels = _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
-    return (f"dmlq {__version__} (kernels: {_core.get_level()} of {', '.join(levels)}; "
+    return (f"dmlq {__version__} (kernels: {_core.get_level()} of {', '.join(available_levels())}; "
             f"threads: {_core.get_num_threads()})")  # fmt: skip
 
 

@@ -34,6 +34,16 @@ from .packed import PackedB
 Views = Mapping[str, "np.ndarray | None"]
 
 
+def available_levels() -> tuple[str, ...]:
+    """The CPU levels whose kernels this machine runs (``dmlq._core.set_level`` takes each), lowest
+    first: ``_core.LEVELS`` up to the detected one.
+
+    >>> available_levels()[0]
+    'portable'
+    """
+    return _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
+
+
 def _readable(view: object) -> object:
     """``view`` itself, or a packed native copy when the kernels cannot read it in place (a packed
     B, not an array, is always readable)."""
