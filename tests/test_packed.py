@@ -1,7 +1,7 @@
 """B packed once: dmlq.pack_matrix_multiply_b and CompiledOperator.initialize (OWNED_BY_DML).
 
-A packed B must give the unpacked call's bits at every CPU level and shape class, and hold its own
-copy of everything it was made from.
+A packed B must give the unpacked call's bits at every CPU level and shape class, hold its own
+copy of everything it was made from, and keep B in packed form alone.
 """
 
 from __future__ import annotations
@@ -133,6 +133,38 @@ def test_the_core_refuses_a_packing_of_another_level() -> None:
             _core.matmul(np.uint8([[1, 1]]), one, None, packing, one, None, one, None, out, False)
     finally:
         _core.set_level(_core.detected_level())
+
+
+UNPACK_SHAPES = [(1, 1), (7, 49), (64, 96), (33031, 5), (2, 30, 50), (3, 1, 9, 11), (0, 4), (4, 0), (2, 0, 3)]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape", UNPACK_SHAPES, ids=str)
+def test_a_packing_gives_back_the_bytes_it_was_packed_from(level, shape, dtype, rng) -> None:
+    b = random_bytes(rng, shape, dtype)
+    for source in (b, np.asfortranarray(b)):
+        unpacked = _core.unpack_b(_core.pack_b(source))
+        assert unpacked.dtype == b.dtype and unpacked.flags.c_contiguous
+        assert np.array_equal(unpacked, b)
+
+
+def test_packing_keeps_no_second_copy_of_b(rng: np.random.Generator) -> None:
+    """The packing is the only copy of B, and multiplies, batched ones included, unpack none
+    (NumPy's allocations are traced; the kernels' are not)."""
+    import tracemalloc
+
+    arguments = operands(rng, (2, 3, 1024), (1024, 2048), "int8", per_column=True)
+    want = multiply(arguments)
+    tracemalloc.start()
+    try:
+        packed = pack(arguments)
+        got = multiply(arguments, packed)  # 3-D A: the NumPy layer's general route
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < arguments["b"].nbytes // 8
+    assert np.array_equal(got, want)
+    assert np.array_equal(packed.packed_b.array, arguments["b"])  # its bytes, unpacked on request
 
 
 def test_packed_matrix_is_read_only() -> None:

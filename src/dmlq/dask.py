@@ -59,7 +59,7 @@ from .numpy_api import (
     _matrix_quantization,
     _operand,
     _output_dtype,
-    _packed_operands,
+    _packed_parameters,
     _quantize_input,
     _scale,
     _zero_point,
@@ -258,13 +258,13 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     """
     packed = b if isinstance(b, PackedMatrix) else None
     if packed is not None:
-        b, b_scale, b_zero_point = _packed_operands(packed, b_scale, b_zero_point)
+        b_scale, b_zero_point = _packed_parameters(packed, b_scale, b_zero_point)
+        b = _shape_of(packed)
     a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
         _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
     )
     a = _data(a, "a", partial(_integer_operand, zero_point=a_zero_point, allowed=BYTE_TYPES))
-    b = _data(b if packed is None else _lazy(b), "b",
-              partial(_integer_operand, zero_point=b_zero_point, allowed=BYTE_TYPES))  # fmt: skip
+    b = _data(b, "b", partial(_integer_operand, zero_point=b_zero_point, allowed=BYTE_TYPES))
     for name, operand in (("a", a), ("b", b)):
         if not 2 <= operand.ndim <= 4:
             raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
@@ -347,9 +347,16 @@ def _packings(b: da.Array, b_index: tuple[str, ...], operands: dict[str, np.ndar
     )  # fmt: skip
 
 
+def _shape_of(packed: PackedMatrix) -> da.Array:
+    """B's shape and data type as one Dask chunk, for the shape rules and the blocks' alignment;
+    its data is never computed (the tiles take the packing), so B is not unpacked for it."""
+    return da.empty(packed.shape, dtype=packed.dtype, chunks=-1)
+
+
 def _one_block(packed: PackedMatrix, b: da.Array) -> da.Array:
     """A Dask array of ``b``'s shape whose one block is ``packed``."""
-    name = f"packed-matrix-{tokenize(packed.packed_b.array, packed.b_scale, packed.b_zero_point)}"
+    # Named by identity: a packing cannot change, and hashing B's bytes would unpack them.
+    name = f"packed-matrix-{tokenize(id(packed), packed.shape, str(packed.dtype))}"
     graph = {(name, *(0,) * b.ndim): packed}
     return da.Array(graph, name, chunks=b.chunks, meta=np.empty((0,) * b.ndim, object))
 

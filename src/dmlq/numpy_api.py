@@ -585,7 +585,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     """
     packed = b if isinstance(b, PackedMatrix) else None
     if packed is not None:
-        b, b_scale, b_zero_point = _packed_operands(packed, b_scale, b_zero_point)
+        b_scale, b_zero_point = _packed_parameters(packed, b_scale, b_zero_point)
     if dtype is None:  # the common call, checked and run in one C step; None when it is not that call
         kernel_b = b if packed is None else matrix_b(packed.packed_b)
         parameters = (b_scale, b_zero_point, output_scale, output_zero_point)
@@ -593,6 +593,8 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
                                          _DEVICE.reciprocal_division)  # fmt: skip
         if result is not None:
             return result
+    if packed is not None:
+        b = packed.packed_b.for_shape_rules()
     a = _integer_operand(a, "a", a_zero_point, BYTE_TYPES)
     b = _integer_operand(b, "b", b_zero_point, BYTE_TYPES)
     _check_matrix_dimensions(a, "a")
@@ -633,7 +635,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
 def pack_matrix_multiply_b(
     b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None = None
 ) -> PackedMatrix:
-    """``b`` (``[..., K, N]``) with its scale and zero point, copied and packed once for
+    """``b`` (``[..., K, N]``) with its scale and zero point, packed (a copy) once for
     :func:`quantized_linear_matrix_multiply`: pass the result as its ``b``, with ``b_scale`` and
     ``b_zero_point`` None. The arguments are checked now, by that function's rules (per-tensor or
     per-column scale and zero point).
@@ -656,15 +658,15 @@ def pack_matrix_multiply_b(
     return PackedMatrix(b, scale, zero_point)
 
 
-def _packed_operands(packed: PackedMatrix, b_scale: object,
-                     b_zero_point: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:  # fmt: skip
-    """A packed B's own B, scale and zero point (checked when it was packed, and read-only since);
+def _packed_parameters(packed: PackedMatrix, b_scale: object,
+                       b_zero_point: object) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """A packed B's own scale and zero point (checked when it was packed, and read-only since);
     DmlError if the call passes a scale or zero point too."""
     if b_scale is not None or b_zero_point is not None:
         passed = (("b_scale", b_scale), ("b_zero_point", b_zero_point))
         given = [name for name, value in passed if value is not None]
         raise DmlError(f"{', '.join(given)}: must be None when b is a PackedMatrix (it carries its own)")
-    return packed.packed_b.array, packed.b_scale, packed.b_zero_point
+    return packed.b_scale, packed.b_zero_point
 
 
 def _is_plain_matrix_product(a: np.ndarray, b: np.ndarray, values: dict[str, np.ndarray | None],

@@ -1,14 +1,14 @@
 """The matrix multiply's B packed once: :class:`PackedMatrix` (made by :func:`dmlq.pack_matrix_multiply_b`).
 
 Weights that stay the same across many multiplies (a linear layer's B, with its scale and zero
-point) are copied and packed into the compiled kernel's panel layout once, instead of by every
-call. Results are bit-identical to the unpacked call, and later writes to the arrays the packing
-was made from change nothing.
+point) are packed into the compiled kernel's panel layout once, instead of by every call, and
+kept in that form alone (no second copy of B). Results are bit-identical to the unpacked call,
+and later writes to the arrays the packing was made from change nothing.
 
 >>> import numpy as np, dmlq
 >>> weights = np.int8([[3, -1], [4, 2]])
 >>> packed = dmlq.pack_matrix_multiply_b(weights, 0.5, np.int8(1))
->>> weights[...] = 0  # the packing holds its own copy
+>>> weights[...] = 0  # the packing holds B's bytes itself
 >>> dmlq.quantized_linear_matrix_multiply(np.uint8([[1, 2]]), 1.0, None, packed, None, None, 1.0, None)
 array([[4, 0]], dtype=uint8)
 """
@@ -30,44 +30,70 @@ def _private(array: np.ndarray) -> np.ndarray:
 
 
 class PackedB:
-    """A private copy of B (2 to 4 dimensions) and its packings for the compiled kernels.
+    """B (2 to 4 dimensions) packed for the compiled kernels, holding no other copy of it.
 
     A packing serves the kernel set of one CPU level; another level (``dmlq._core.set_level``)
-    packs the private copy again for its own set, once, on first use there.
+    packs B again for its own set, once, on first use there, from the bytes of a packing it has.
+    Where K is beyond the kernels (``_core.MAX_K``), a private copy of B stands in for a packing.
 
     >>> b = PackedB(np.int8([[1, 2], [3, 4]]))
-    >>> b.array.shape, b.array.flags.writeable
-    ((2, 2), False)
+    >>> b.shape, b.dtype
+    ((2, 2), dtype('int8'))
+    >>> b.array
+    array([[1, 2],
+           [3, 4]], dtype=int8)
     """
 
     def __init__(self, b: np.ndarray) -> None:
-        self._array = _private(b)
+        self.shape: tuple[int, ...] = b.shape
+        self.dtype: np.dtype = b.dtype
+        self._packable = b.shape[-2] < _core.MAX_K  # the kernels' K, as for an unpacked B
         self._packings: dict[str, object] = {}
-        self._packable = self._array.shape[-2] < _core.MAX_K  # the kernels' K, as for an unpacked B
+        self._array = None
         if self._packable:
-            self.for_kernels()  # the packing happens now, not in the first multiply
+            self._packings[_core.gemm_kernel_set()] = _core.pack_b(b)  # B is read now, and only now
+        else:
+            self._array = _private(b)
 
     def __reduce__(self) -> tuple[type, tuple[np.ndarray]]:
-        """Pickled as the copy of B alone: the packings are the kernels' memory, and the process
+        """Pickled as the bytes of B alone: the packings are the kernels' memory, and the process
         that unpickles it (a Dask worker, say) may run at another CPU level, so it packs again.
 
         >>> import pickle
         >>> pickle.loads(pickle.dumps(PackedB(np.int8([[1, 2]])))).array
         array([[1, 2]], dtype=int8)
         """
-        return PackedB, (self._array,)
+        return PackedB, (self._bytes(),)
 
     @property
     def array(self) -> np.ndarray:
-        """The private copy of B (read-only)."""
-        return self._array
+        """B itself (read-only): unpacked from a packing on each request, which keeps nothing."""
+        b = self._bytes()
+        b.flags.writeable = False
+        return b
+
+    def for_shape_rules(self) -> np.ndarray:
+        """An array of B's shape and dtype for the shape rules and descriptions: B itself where the
+        kernels read it as an array (K beyond ``_core.MAX_K``), else one zero byte broadcast (the
+        kernels take the packing, so its bytes are not unpacked for this).
+
+        >>> PackedB(np.uint8([[7, 8, 9]])).for_shape_rules()
+        array([[0, 0, 0]], dtype=uint8)
+        """
+        if self._array is not None:
+            return self._array
+        return np.broadcast_to(np.zeros((), self.dtype), self.shape)
+
+    def _bytes(self) -> np.ndarray:
+        """B: the private copy, or a new array of what a packing was packed from."""
+        return self._array if self._array is not None else _core.unpack_b(next(iter(self._packings.values())))
 
     def for_kernels(self) -> object:
         """The packing for the current CPU level's kernel set, made on its first use."""
         kernel_set = _core.gemm_kernel_set()
         packing = self._packings.get(kernel_set)
         if packing is None:
-            packing = self._packings[kernel_set] = _core.pack_b(self._array)
+            packing = self._packings[kernel_set] = _core.pack_b(self._bytes())
         return packing
 
     def as_kernel_operand(self) -> object:
@@ -97,11 +123,11 @@ class PackedMatrix:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._b.array.shape
+        return self._b.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self._b.array.dtype
+        return self._b.dtype
 
     @property
     def b_scale(self) -> np.ndarray:
@@ -113,7 +139,7 @@ class PackedMatrix:
 
     @property
     def packed_b(self) -> PackedB:
-        """The private copy of B and its packings, as the kernels take them."""
+        """B's packings, as the kernels take them (and B itself, as ``packed_b.array``)."""
         return self._b
 
     def __repr__(self) -> str:

@@ -186,6 +186,8 @@ typedef struct dmlq_packed_b {
 int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offsets, ptrdiff_t batches, ptrdiff_t k,
                      ptrdiff_t n, ptrdiff_t b_row, ptrdiff_t b_col, int b_signed, int threads);
 void dmlq_gemm_free_packed_b(dmlq_packed_b *packed);
+/* The bytes B was packed from, batch after batch of k x n row-major bytes, into b. */
+void dmlq_gemm_unpack_b(const dmlq_packed_b *packed, char *b);
 /* The name of the current level's kernel set, and whether `packed` was packed for it. */
 const char *dmlq_gemm_kernel_set(void);
 int dmlq_gemm_packed_for_current_level(const dmlq_packed_b *packed);

@@ -834,6 +834,23 @@ int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offs
     return 0;
 }
 
+void dmlq_gemm_unpack_b(const dmlq_packed_b *packed, char *b) {
+    const gemm_kernels *kernels = packed->kernels;
+    const int nr = kernels->nr;
+    const uint8_t flip = packed->b_signed ? 0 : 0x80;
+    for (ptrdiff_t batch = 0; batch < packed->batches; batch++) {
+        const uint8_t *panels = (const uint8_t *)packed->panels + batch * packed->n_panels * packed->panel_bytes;
+        uint8_t *matrix = (uint8_t *)b + batch * packed->k * packed->n;
+        for (ptrdiff_t panel = 0; panel < packed->n_panels; panel++) {
+            const uint8_t *source = panels + panel * packed->panel_bytes;
+            const ptrdiff_t n0 = panel * nr, columns = min_size(nr, packed->n - n0);
+            for (ptrdiff_t kk = 0; kk < packed->k; kk++)
+                for (ptrdiff_t j = 0; j < columns; j++)
+                    matrix[kk * packed->n + n0 + j] = source[packed_offset(nr, kernels->b_pair_layout, kk, j)] ^ flip;
+        }
+    }
+}
+
 void dmlq_gemm_free_packed_b(dmlq_packed_b *packed) {
     release(packed->panels);
     release(packed->column_sums);

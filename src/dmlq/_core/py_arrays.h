@@ -65,6 +65,7 @@ PyObject *dmlq_py_cached_bytes(PyObject *self, PyObject *args);
 PyObject *dmlq_py_matmul(PyObject *self, PyObject *args);
 PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg);
+PyObject *dmlq_py_unpack_b(PyObject *self, PyObject *capsule);
 PyObject *dmlq_py_gemm_kernel_set(PyObject *self, PyObject *unused);
 
 /* ---- buffer views (py_buffers.c) ---- */

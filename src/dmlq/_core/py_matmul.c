@@ -143,6 +143,22 @@ PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg) {
     return capsule;
 }
 
+PyObject *dmlq_py_unpack_b(PyObject *self, PyObject *capsule) {
+    const packed_matrix *matrix = PyCapsule_GetPointer(capsule, PACKED_B_CAPSULE);
+    if (!matrix) return NULL;
+    npy_intp shape[4];
+    for (int d = 0; d < matrix->batch_dims; d++) shape[d] = matrix->batch_shape[d];
+    shape[matrix->batch_dims] = matrix->packed.k;
+    shape[matrix->batch_dims + 1] = matrix->packed.n;
+    PyArrayObject *b = (PyArrayObject *)PyArray_SimpleNew(matrix->batch_dims + 2, shape,
+                                                          matrix->packed.b_signed ? NPY_INT8 : NPY_UINT8);
+    if (!b) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    dmlq_gemm_unpack_b(&matrix->packed, PyArray_BYTES(b));
+    Py_END_ALLOW_THREADS
+    return (PyObject *)b;
+}
+
 PyObject *dmlq_py_gemm_kernel_set(PyObject *self, PyObject *unused) { return PyUnicode_FromString(dmlq_gemm_kernel_set()); }
 
 /* matmul's checks of a packed b against a and out (whose own checks are check_matrices'). */

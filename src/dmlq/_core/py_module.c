@@ -540,6 +540,7 @@ static PyMethodDef methods[] = {
      "bind_view(buffer, dtype, shape, strides, addressed_bytes, alignment, writable): dmlq.buffers.Binding.bind's "
      "(view, address) for an ndarray buffer that serves as it is; None for any other buffer."},
     {"pack_b", dmlq_py_pack_b, METH_O, "pack_b(b): a capsule of b packed for the current level's matmul kernels."},
+    {"unpack_b", dmlq_py_unpack_b, METH_O, "unpack_b(packed): a new array of the bytes a pack_b capsule was packed from."},
     {"gemm_kernel_set", dmlq_py_gemm_kernel_set, METH_NOARGS, "The name of the current level's matmul kernel set."},
     {"set_num_threads", set_num_threads, METH_O, "Threads used by the kernels (at least 1)."},
     {"get_num_threads", get_num_threads, METH_NOARGS, "Threads used by the kernels."},
