@@ -292,7 +292,9 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
                 for name, (kind, value) in quantization.items()}  # fmt: skip
     if packed is not None or b.numblocks[-2] == 1:
         return _packed_product(a, b, packed, operands, out_dtype)
-    a_zero_point, b_zero_point = (_matrix(operands.pop(name)) for name in ("a_zero_point", "b_zero_point"))
+    a_zero_point, b_zero_point = (
+        _two_dimensional(operands.pop(name)) for name in ("a_zero_point", "b_zero_point")
+    )
     accumulated = _exact_product(a, a_zero_point, b, b_zero_point)
     function = partial(requantize, output_dtype=out_dtype)
     return _map_blocks(function, {"accumulated": accumulated, **operands}, out_dtype)
@@ -362,7 +364,8 @@ def _one_block(packed: PackedMatrix, b: da.Array) -> da.Array:
 
 
 def _two_dimensional(value: np.ndarray | None) -> np.ndarray | None:
-    """A {1.., 1, N} / {1.., 1, 1} tensor without its leading ones (a packing is 2-D)."""
+    """A {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensor without its leading ones, as the 2-D
+    products (packings, exact blocks) take it."""
     return None if value is None else value.reshape(value.shape[-2:])
 
 
@@ -374,11 +377,6 @@ def _multiply_block(a_blocks: list[np.ndarray], packings: list[PackedMatrix], a_
     return numpy_api.quantized_linear_matrix_multiply(
         a, a_scale, a_zero_point, packed, None, None, output_scale, output_zero_point, dtype=output_dtype
     )
-
-
-def _matrix(zero_point: np.ndarray | None) -> np.ndarray | None:
-    """A ``{1.., M, 1}`` or ``{1.., 1, N}`` zero point as its ``[M, 1]`` or ``[1, N]`` matrix."""
-    return None if zero_point is None else zero_point.reshape(zero_point.shape[-2:])
 
 
 def _exact_product(a: da.Array, a_zero_point: np.ndarray | None, b: da.Array,

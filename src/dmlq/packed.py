@@ -47,10 +47,9 @@ class PackedB:
     def __init__(self, b: np.ndarray) -> None:
         self.shape: tuple[int, ...] = b.shape
         self.dtype: np.dtype = b.dtype
-        self._packable = b.shape[-2] < _core.MAX_K  # the kernels' K, as for an unpacked B
         self._packings: dict[str, object] = {}
-        self._array = None
-        if self._packable:
+        self._array = None  # B itself, kept only where the kernels' K (as for an unpacked B) is passed
+        if b.shape[-2] < _core.MAX_K:
             self._packings[_core.gemm_kernel_set()] = _core.pack_b(b)  # B is read now, and only now
         else:
             self._array = _private(b)
@@ -99,7 +98,7 @@ class PackedB:
     def as_kernel_operand(self) -> object:
         """B as the matrix multiply's kernels take it: the current level's packing, or the private
         copy where K is beyond the kernels (``_core.MAX_K``)."""
-        return self.for_kernels() if self._packable else self._array
+        return self._array if self._array is not None else self.for_kernels()
 
 
 class PackedMatrix:

@@ -93,6 +93,9 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
 }
 #endif
 
+/* What B's bytes are xor-ed with in B' (gemm.h): 0 for int8 B, 0x80 for uint8 B. */
+static uint8_t b_flip(int b_signed) { return b_signed ? 0 : 0x80; }
+
 /* Where element (kk, n) of a panel goes (gemm.h's two layouts). */
 static ptrdiff_t packed_offset(int nr, int pair_layout, ptrdiff_t kk, ptrdiff_t n) {
     const ptrdiff_t group = kk / 4, t = kk % 4;
@@ -320,7 +323,7 @@ static ptrdiff_t chunks_to_pack(const gemm_context *c) { return c->b_in_place ? 
 static void pack_b_chunks(const gemm_context *c, packed_operands *pk, ptrdiff_t batch, ptrdiff_t first, ptrdiff_t end) {
     const dmlq_gemm_problem *p = c->p;
     const b_packing job = {c->kernels, p->b + p->b_offsets[batch], p->n, p->k, c->groups, p->b_row, p->b_col,
-                           p->b_signed ? 0 : 0x80, pk->b, c->b_panel_bytes, pk->column_sums};
+                           b_flip(p->b_signed), pk->b, c->b_panel_bytes, pk->column_sums};
     for (ptrdiff_t chunk = first; chunk < end; chunk++) {
         const ptrdiff_t panel = chunk * PACK_PANELS;
         pack_b_chunk(&job, panel, min_size(panel + PACK_PANELS, c->n_panels));
@@ -617,7 +620,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const float *restrict scales = p->b_scale;
     const int32_t *restrict zero_points = p->b_zero_point;
     const ptrdiff_t n_real = p->n;
-    const int32_t b_flip = p->b_signed || c->b_in_place ? 0 : 128;
+    const int32_t zero_shift = p->b_signed || c->b_in_place ? 0 : 128;
     float smallest = INFINITY, largest = 0.0f;
     int finite = 1; /* the comparisons pass NaN over: it is looked for apart, with the infinities */
     for (ptrdiff_t n = 0; n < n_real; n++) {
@@ -630,7 +633,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     for (ptrdiff_t n = 0; n < columns; n++) {
         b_scale[n] = n < n_real ? (double)scales[n] : 0.0;
         column_factor[n] = n < n_real ? scales[n] : 1.0f;
-        b_zero[n] = n < n_real ? zero_points[n] - b_flip : 0;
+        b_zero[n] = n < n_real ? zero_points[n] - zero_shift : 0;
     }
     nan_possible |= !finite;
     estimate &= estimable(smallest) && estimable(largest);
@@ -811,7 +814,7 @@ static void pack_beforehand(void *context, int thread, int threads) {
         const ptrdiff_t batch = unit / chunks, first = unit % chunks * PACK_PANELS;
         int8_t *panels = packed->panels + batch * packed->n_panels * packed->panel_bytes;
         const b_packing chunk = {packed->kernels, job->b + job->offsets[batch], packed->n, packed->k, job->groups,
-                                 job->b_row, job->b_col, packed->b_signed ? 0 : 0x80, panels, packed->panel_bytes,
+                                 job->b_row, job->b_col, b_flip(packed->b_signed), panels, packed->panel_bytes,
                                  packed->column_sums + batch * packed->sums_per_batch};
         pack_b_chunk(&chunk, first, min_size(first + PACK_PANELS, packed->n_panels));
     }
@@ -837,7 +840,7 @@ int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offs
 void dmlq_gemm_unpack_b(const dmlq_packed_b *packed, char *b) {
     const gemm_kernels *kernels = packed->kernels;
     const int nr = kernels->nr;
-    const uint8_t flip = packed->b_signed ? 0 : 0x80;
+    const uint8_t flip = b_flip(packed->b_signed);
     for (ptrdiff_t batch = 0; batch < packed->batches; batch++) {
         const uint8_t *panels = (const uint8_t *)packed->panels + batch * packed->n_panels * packed->panel_bytes;
         uint8_t *matrix = (uint8_t *)b + batch * packed->k * packed->n;
