@@ -92,6 +92,28 @@ def test_the_console_sessions_print_what_they_show(tmp_path, block, sessions):
         assert (result.stdout + result.stderr).rstrip("\n") == output, f"{block}: $ {command}"
 
 
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_block_is_checked(page):
+    for language, start, body in fenced_blocks(page):
+        where = f"{page_id(page)}:{start}"
+        if language == "python":
+            assert any(line.startswith(">>> ") for line in body), f"{where}: a python block without >>>"
+        elif language == "console":
+            commands = [line for line in body if line.startswith("$ ")]
+            assert body[0].startswith("$ ") and all(c.startswith("$ dmlq ") for c in commands), where
+        else:
+            assert (page.name, language) == ("README.md", "bash"), (
+                f"{where}: a {language!r} block is unchecked"
+            )
+            assert body == ci_commands(), f"{where}: README's commands are not the ones .ci/run runs"
+
+
+def ci_commands() -> list[str]:
+    """The commands of .ci/run, which CI runs on a clean clone."""
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    return [line for line in lines if line and not line.startswith(("#", "set "))]
+
+
 def test_the_docs_show_run_check_and_ops_with_real_output():
     commands = {command.split()[1] for _, sessions in console_blocks() for command, _ in sessions}
     assert {"run", "check", "ops", "compare", "quantize", "dequantize"} <= commands
