@@ -15,7 +15,7 @@ For each run: wall time, throughput (input bytes per second) and the process's p
 memory (its VmHWM, polled every 20 ms). The operating system's page cache is left as it is for both.
 A sample of both outputs is checked against :func:`dmlq.quantize_linear`. The folder is deleted
 at the end. Prints a Markdown report, every run's figures next to the median, ready to paste into
-the README, and writes it to ``--out`` (default: ``benchmarks/results/dask_quantize.md``).
+benchmarks/README.md, and writes it to ``--out`` (default: ``benchmarks/results/dask_quantize.md``).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def measure(folder: Path, args: argparse.Namespace) -> tuple[dict[str, list[tupl
 
 
 def report(results: dict[str, list[tuple[float, int]]], size: int, args: argparse.Namespace) -> str:
-    """The README's Markdown: the setting, a table with every run's figures, the throughput ratio."""
+    """The Markdown for benchmarks/README.md: the setting, every run's figures, the throughput ratio."""
     lines = [
         f"Measured on {os.cpu_count()} cores, {_memory_gib()} GiB; dask {dask.__version__}, zarr "
         f"{zarr.__version__}, numpy {np.__version__}; {size / 2**30:.2f} GiB input, --chunk-mb "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -17,7 +16,6 @@ import pytest
 
 import dmlq
 from dmlq import _core
-from dmlq.cli import build_parser
 from dmlq.dxdispatch import load_model
 from dmlq.kernels import available_levels
 
@@ -571,44 +569,3 @@ def test_python_m_dmlq_is_the_same_command_line(tmp_path):
     model = str(EXAMPLES / "add1_elu.json")
     result = dmlq_cli("run", model, cwd=tmp_path, program=(sys.executable, "-m", "dmlq"))
     assert (result.returncode, result.stdout) == (0, dmlq_cli("run", model, cwd=tmp_path).stdout)
-
-
-# -- the documented sessions are real ---------------------------------------------------------------------
-
-
-def documented_sessions() -> list[tuple[str, str, str]]:
-    """(file, command, output) for every ``$ dmlq ...`` line in the console blocks of the docs."""
-    sessions = []
-    for page in (EXAMPLES.parent / "README.md",):
-        text = page.read_text() if page.is_file() else ""
-        for block in text.split("```console\n")[1:]:
-            for session in block.split("```")[0].split("$ ")[1:]:
-                command, _, output = session.partition("\n")
-                if command.startswith("dmlq "):
-                    sessions.append((page.name, command, output.rstrip("\n")))
-    return sessions
-
-
-@pytest.mark.parametrize(
-    ("page", "command", "output"),
-    documented_sessions(),
-    ids=[f"{p}: {c}" for p, c, _ in documented_sessions()],
-)
-def test_documented_output_is_real(tmp_path, page, command, output):
-    (tmp_path / "examples").symlink_to(EXAMPLES)
-    result = dmlq_cli(*command.split()[1:], cwd=tmp_path)
-    assert (result.stdout + result.stderr).rstrip("\n") == output
-
-
-def test_the_docs_show_run_check_and_ops_with_real_output():
-    commands = {command.split()[1] for _, command, _ in documented_sessions()}
-    assert {"run", "check", "ops"} <= commands
-
-
-def test_the_command_line_section_names_every_subcommand():
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    section = " ".join(readme.split("## Command line")[1].split("\n## ")[0].split())
-    [subcommands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    count = ("One", "Two", "Three", "Four", "Five", "Six", "Seven")[len(subcommands.choices) - 1]
-    assert f"{count} subcommands" in section
-    assert all(f"`{name}`" in section for name in subcommands.choices)

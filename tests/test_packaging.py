@@ -47,6 +47,7 @@ def test_the_sdist_carries_everything_the_tests_read(sdist_files, folder):
 
 def test_the_sdist_carries_the_license_and_the_c_core(sdist_files):
     assert {"LICENSE", "README.md", "tests/conftest.py", "src/dmlq/py.typed"} <= sdist_files
+    assert ".ci/run" in sdist_files  # tests/test_docs.py holds README's commands against it
     assert {str(path.relative_to(ROOT)) for path in (ROOT / "src/dmlq/_core").glob("*.[ch]")} <= sdist_files
 
 

@@ -1,4 +1,4 @@
-"""ONNX models in, DirectML's numbers out (extra ``onnx``: ``pip install dmlq[onnx]``).
+"""ONNX models in, DirectML's numbers out (extra ``onnx``: ``python -m pip install ".[onnx]"`` in a checkout).
 
 :func:`load` reads and checks a model; :func:`check` names, per node, the DirectML operator
 onnxruntime's DirectML provider would run, whether it is valid at a feature level and the lowest

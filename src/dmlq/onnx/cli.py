@@ -110,7 +110,9 @@ def _front_end(module: str) -> ModuleType:
     try:
         return importlib.import_module(f"{__package__}.{module}")
     except ImportError as error:
-        raise DmlError(f"ONNX models need the onnx extra (pip install 'dmlq[onnx]'): {error}") from None
+        raise DmlError(
+            f"ONNX models need the onnx extra (python -m pip install '.[onnx]' in dmlq's checkout): {error}"
+        ) from None
 
 
 def _inputs(pairs: list[str]) -> dict[str, np.ndarray]:
