@@ -1,5 +1,7 @@
 """Verdicts: per step of the plan, the DirectML operator, its validity at a feature level, the lowest
-level that accepts it and the validator's reason when it is refused.
+level that accepts it and the validator's reason when it is refused; for a step dmlq leaves to
+onnxruntime CPU, the DirectML operator the provider would run where dmlq does not have it yet, and
+why the provider would fail to create its kernel.
 
 Shapes come from the model's static types (a symbolic dimension counts as 1) or, in ``run``, from
 the actual inputs. The rules are :mod:`dmlq.ops`' own: nothing here decides validity.
@@ -14,11 +16,11 @@ import numpy as np
 
 from ..errors import DmlError
 from ..types import FeatureLevel
-from .loading import Model, load
-from .mapping import Spec, Step, node_name
+from .loading import Model
 from .staging import OTHER, stages
+from .steps import Spec, Step, node_name
 
-__all__ = ["Verdict", "check", "refuse_invalid"]
+__all__ = ["Verdict", "check", "refusals"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,10 @@ class Verdict:
     """One step of the model: its nodes, what computes them, and whether DirectML accepts it.
 
     ``operator`` is DirectML's operator name (``None`` for nodes computed by onnxruntime CPU);
-    ``valid`` is None when the shapes are not known before running.
+    ``missing`` the DirectML operator(s) the provider runs for those nodes that dmlq does not have
+    yet; ``valid`` is None when the shapes are not known before running, False where the provider
+    fails to create the kernel or the feature level refuses it; ``warning`` where the provider's
+    description means something else than the ONNX node (dmlq computes what DirectML would).
     """
 
     nodes: tuple[str, ...]
@@ -36,6 +41,8 @@ class Verdict:
     lowest_level: FeatureLevel | None
     reason: str
     rule: str
+    missing: str = ""
+    warning: str = ""
 
     @property
     def node(self) -> str:
@@ -43,7 +50,7 @@ class Verdict:
 
 
 def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdict]:
-    """One verdict per step (a mapped node or QDQ group, or a node onnxruntime CPU computes).
+    """One verdict per step (a mapped node or QDQ group, or nodes onnxruntime CPU computes).
 
     >>> import numpy as np
     >>> from onnx import helper, numpy_helper, TensorProto
@@ -58,43 +65,53 @@ def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdic
 
     Without a zero point the description has none, which DirectML accepts from feature level 6_2.
     """
-    loaded = load(model)
+    from .preparing import prepared
+
+    loaded = prepared(model)
     level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
     return [
-        _verdict(step, level, _static_specs(loaded, step)) for stage in stages(loaded) for step in stage.steps
+        _verdict(loaded, step, level, _static_specs(loaded, step))
+        for stage in stages(loaded)
+        for step in stage.steps
     ]
 
 
-def refuse_invalid(model: Model, level: FeatureLevel, values: Mapping[str, np.ndarray]) -> None:
-    """DmlError for the first step invalid at ``level``: with the inputs' shapes where they reach it."""
+def refusals(model: Model, level: FeatureLevel, values: Mapping[str, np.ndarray]) -> list[str]:
+    """Why the provider cannot create the steps it cannot, with the inputs' shapes where they reach."""
+    found = []
     for stage in stages(model):
         for step in stage.steps:
-            if not step.mapped:
-                continue
-            specs = _static_specs(model, step, values, symbolic=None)
-            verdict = _verdict(step, level, specs)
+            verdict = _verdict(model, step, level, _static_specs(model, step, values, symbolic=None))
             if verdict.valid is False:
-                raise DmlError(f"node {verdict.node}: {verdict.reason}")
+                found.append(f"node {verdict.node}: {verdict.reason}")
+    return found
 
 
-def _verdict(step: Step, level: FeatureLevel, specs: list[Spec | None] | None) -> Verdict:
+def _verdict(model: Model, step: Step, level: FeatureLevel, specs: list[Spec | None] | None) -> Verdict:
     names = tuple(node_name(node) for node in step.covers)
     op_types = tuple(node.op_type for node in step.covers)
     if not step.mapped:
-        return Verdict(names, op_types, None, None, None, OTHER, step.rule)
+        if step.refusal:
+            reason = f"the provider fails to create its kernel: {step.refusal}"
+            return Verdict(names, op_types, None, False, None, reason, step.rule, step.missing)
+        return Verdict(names, op_types, None, None, None, OTHER, step.rule, step.missing)
     operator = step.operator.TYPE_NAME
     if specs is None:
         return Verdict(names, op_types, operator, None, None, "shapes known only when run", step.rule)
     try:
-        desc = step.describe(specs).desc
+        described = step.describe(specs)
     except DmlError as error:
-        return Verdict(names, op_types, operator, False, None, f"the provider refuses it: {error}", step.rule)
+        reason = f"the provider fails to create its kernel: {error}"
+        return Verdict(names, op_types, operator, False, None, reason, step.rule)
+    desc = described.desc
     lowest = desc.minimum_feature_level()
     try:
         desc.validate(level)
     except DmlError as error:
-        return Verdict(names, op_types, operator, False, lowest, str(error), step.rule)
-    return Verdict(names, op_types, operator, True, lowest, "", step.rule)
+        return Verdict(
+            names, op_types, operator, False, lowest, str(error), step.rule, warning=described.warning
+        )
+    return Verdict(names, op_types, operator, True, lowest, "", step.rule, warning=described.warning)
 
 
 def _static_specs(
@@ -106,8 +123,11 @@ def _static_specs(
         if not name:
             specs.append(None)
             continue
-        if values is not None and name in values:
-            specs.append(Spec(values[name].dtype, values[name].shape))
+        value = values.get(name) if values is not None else step.constants.get(name)
+        if value is None:
+            value = step.constants.get(name)
+        if value is not None:
+            specs.append(Spec(value.dtype, value.shape))
             continue
         found = model.types.get(name)
         if found is None or found.dtype is None or found.shape is None:
