@@ -297,7 +297,7 @@ def _step_cause(
         return warning
     if len(step.covers) > 1 and step.node.op_type.startswith("QLinear"):
         return (
-            f"the provider fuses {' -> '.join(_short(node) for node in step.covers)} into {step.node.op_type} "
+            f"the provider fuses {' -> '.join(map(_short, step.covers))} into {step.node.op_type} "
             f"({step.rule.split(';')[0]}): DirectML computes the quantized operator and rounds once, where "
             "ONNX's nodes quantize a float result computed from dequantized values"
         )

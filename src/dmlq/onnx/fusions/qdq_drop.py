@@ -27,8 +27,10 @@ from .qdq import (
 
 __all__ = ["DROPPED", "drop", "drop_dequantize", "split"]
 
-ANY_SCALE = ("Expand", "Flatten", "Gather", "GatherElements", "Reshape", "Slice", "Squeeze", "Tile", "Transpose",
-             "Unsqueeze")  # fmt: skip
+ANY_SCALE = (
+    *("Expand", "Flatten", "Gather", "GatherElements", "Reshape"),
+    *("Slice", "Squeeze", "Tile", "Transpose", "Unsqueeze"),
+)
 POSITIVE_SCALE = ("MaxPool", "ReduceMax", "ReduceMin")
 DROPPED = ANY_SCALE + POSITIVE_SCALE
 
@@ -51,7 +53,8 @@ def drop(graph: Graph, target: onnx.NodeProto) -> Fusion | None:
     moved = _moved(
         target, {dequantize.output[0]: dequantize.input[0]}, {target.output[0]: quantize.output[0]}
     )
-    rule = f"{SOURCE} (drop rule: DQ -> {target.op_type} -> Q dropped, {target.op_type} moves the quantized data)"
+    op = target.op_type
+    rule = f"{SOURCE} (drop rule: DQ -> {op} -> Q dropped, {op} moves the quantized data)"
     return Fusion(moved, covers(graph, group), rule, moved=moved)
 
 
