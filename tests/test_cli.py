@@ -579,7 +579,7 @@ def test_python_m_dmlq_is_the_same_command_line(tmp_path):
 def documented_sessions() -> list[tuple[str, str, str]]:
     """(file, command, output) for every ``$ dmlq ...`` line in the console blocks of the docs."""
     sessions = []
-    for page in (EXAMPLES.parent / "README.md",):
+    for page in (EXAMPLES.parent / "README.md", EXAMPLES.parent / "docs" / "onnx-mapping.md"):
         text = page.read_text() if page.is_file() else ""
         for block in text.split("```console\n")[1:]:
             for session in block.split("```")[0].split("$ ")[1:]:

@@ -2,9 +2,10 @@
 
     python examples/onnx/make_models.py [--out-dir examples/onnx]
 
-writes ``mlp_qdq.onnx`` (QDQ format, per-channel weights) and ``mlp_qoperator.onnx`` (QOperator
+writes ``mlp_qdq.onnx`` (QDQ format, per-channel weights), ``mlp_qoperator.onnx`` (QOperator
 format: QLinearMatMul, QLinearAdd), both quantized by ``onnxruntime.quantization.quantize_static``
-with calibration data drawn from seed 0, so anyone can regenerate them. The functions are also
+with calibration data drawn from seed 0, so anyone can regenerate them, and ``matmul_qdq.onnx``
+(one u8 QDQ MatMul with exact float arithmetic: :func:`matmul_qdq`). The functions are also
 what dmlq's tests and ``benchmarks/onnx_models.py`` build their models with: :func:`mlp`,
 :func:`cnn`, :func:`conv_net` (Conv with bias, MaxPool, Gemm, a residual Add), :func:`encoder` (a
 BERT-like stack: LayerNormalization, MatMul, Softmax, GELU written with Erf), and every
@@ -195,6 +196,31 @@ def encoder(
     return _model(nodes, constants, {"x": [batch, seq, hidden]}, {"y": [batch, seq, hidden]}, opset=17)
 
 
+def matmul_qdq() -> onnx.ModelProto:
+    """A u8 QDQ MatMul whose float arithmetic is exact (power-of-two scales, small K), so that ONNX's
+    nodes and DirectML's QLinearMatMul give the same numbers on any CPU: ``x -> Q -> DQ -> MatMul
+    (DQ of int8 weights) -> Q -> DQ -> y``, x ``[4, 8]``, weights ``[8, 3]``."""
+    rng = np.random.default_rng(0)
+    constants = [
+        numpy_helper.from_array(np.float32(2**-4), "x_scale"),
+        numpy_helper.from_array(np.uint8(128), "x_zero_point"),
+        numpy_helper.from_array(rng.integers(-127, 128, (8, 3)).astype(np.int8), "w_quantized"),
+        numpy_helper.from_array(np.float32(2**-6), "w_scale"),
+        numpy_helper.from_array(np.int8(0), "w_zero_point"),
+        numpy_helper.from_array(np.float32(2**-3), "y_scale"),
+        numpy_helper.from_array(np.uint8(128), "y_zero_point"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero_point"], ["x_q"], name="x_Q"),
+        helper.make_node("DequantizeLinear", ["x_q", "x_scale", "x_zero_point"], ["x_dq"], name="x_DQ"),
+        helper.make_node("DequantizeLinear", ["w_quantized", "w_scale", "w_zero_point"], ["w"], name="w_DQ"),
+        helper.make_node("MatMul", ["x_dq", "w"], ["mm"], name="matmul"),
+        helper.make_node("QuantizeLinear", ["mm", "y_scale", "y_zero_point"], ["y_q"], name="y_Q"),
+        helper.make_node("DequantizeLinear", ["y_q", "y_scale", "y_zero_point"], ["y"], name="y_DQ"),
+    ]
+    return _model(nodes, constants, {"x": [4, 8]}, {"y": [4, 3]})
+
+
 def _model(nodes, constants, inputs: dict, outputs: dict, opset: int = OPSET) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
@@ -235,10 +261,12 @@ def quantize(
     weight_type: QuantType = QuantType.QInt8,
     preprocess: bool = False,
     opset: int | None = None,
+    op_types: Sequence[str] | None = None,
 ) -> onnx.ModelProto:
     """``model`` quantized by ``quantize_static`` (default: uint8 activations, int8 weights), calibrated
     from ``seed``; ``preprocess`` runs ``quant_pre_process`` first, ``opset`` converts the float
-    model first (21: Q/DQ of opset 21, where 4-bit weights are ONNX types)."""
+    model first (21: Q/DQ of opset 21, where 4-bit weights are ONNX types); ``op_types`` limits the
+    operators quantized (default: all the quantizer knows)."""
     with tempfile.TemporaryDirectory() as folder:
         source, target = _prepared(model, Path(folder), preprocess, opset), Path(folder, "quantized.onnx")
         quantize_static(
@@ -249,6 +277,7 @@ def quantize(
             per_channel=per_channel,
             activation_type=activation_type,
             weight_type=weight_type,
+            op_types_to_quantize=list(op_types) if op_types is not None else None,
         )
         return onnx.load(target)
 
@@ -308,6 +337,7 @@ def main() -> None:
     models = {
         "mlp_qdq.onnx": quantize(float_mlp, qdq=True, per_channel=True),
         "mlp_qoperator.onnx": quantize(float_mlp, qdq=False, per_channel=False),
+        "matmul_qdq.onnx": matmul_qdq(),
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name, made in models.items():
