@@ -16,7 +16,8 @@ import dmlq
 import dmlq.onnx as dx
 from dmlq import TensorFlags
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
-from dmlq.onnx.running import execute, program
+from dmlq.onnx.program import program
+from dmlq.onnx.running import execute
 from dmlq.onnx.staging import stages
 from dmlq.onnx.steps import Spec
 from dmlq.threads import available_cores

@@ -26,7 +26,7 @@ _HOMES = {
     "compare": "comparing",
     "Model": "loading",
     "load": "preparing",
-    "Verdict": "checking",
+    "Verdict": "verdicts",
     "check": "checking",
 }
 

@@ -43,7 +43,9 @@ from ..ops import (
 from . import sessions
 from .loading import Model
 from .ort_int8 import pair_saturation, u8s8_saturates
-from .running import checked_inputs, execute, specs
+from .preparing import prepared
+from .program import checked_inputs, specs
+from .running import execute
 from .staging import OTHER, stages
 from .steps import Step
 
@@ -140,8 +142,6 @@ def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, fe
     >>> report.drawn, report.identical, [(d.operator, d.differing) for d in report.nodes]
     (['x'], True, [('ELEMENT_WISE_QUANTIZE_LINEAR', 0)])
     """
-    from .preparing import prepared
-
     loaded = prepared(model)
     given = dict(inputs or {})
     drawn = [name for name in loaded.input_names if name not in given]

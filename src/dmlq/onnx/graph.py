@@ -21,8 +21,6 @@ class Graph:
     """What the rules ask of the model: producers, consumers (one per input edge), constants, types."""
 
     def __init__(self, model: Model, options: Options) -> None:
-        from .fusions.constant_folding import folded
-
         self.model = model
         self.options = options
         self.producer = {name: node for node in model.graph.node for name in node.output if name}
@@ -33,7 +31,7 @@ class Graph:
                     self.consumers.setdefault(name, []).append(node)
         self.graph_outputs = set(model.output_names)
         self.opset = model.opset("")
-        self.folded = folded(self)
+        self.folded: set[str] = set()  # planning fills it in: fusions.constant_folding
 
     def only_consumer(self, name: str) -> onnx.NodeProto | None:
         """The one node reading ``name`` once, when ``name`` is not a graph output (ORT's

@@ -17,6 +17,7 @@ from __future__ import annotations
 import onnx
 
 from .fusions import FUSIONS, QDQ_FUSIONS, Fusion
+from .fusions.constant_folding import folded
 from .graph import Graph
 from .loading import DEFAULT_DOMAINS, Model
 from .options import Options
@@ -35,6 +36,7 @@ def plan(model: Model, options: Options) -> list[Step]:
     nothing else reads them (each consumer of a DQ has its own copy, as EnsureUniqueDQForNodeUnit
     makes)."""
     graph = Graph(model, options)
+    graph.folded = folded(graph)
     nodes = list(model.graph.node)
     order = {id(node): index for index, node in enumerate(nodes)}
     steps, covered = [], set()

@@ -12,7 +12,7 @@ import onnx
 from ..types import FeatureLevel
 from .loading import Model, read
 from .options import Options
-from .running import program
+from .program import program
 from .sessions import refuse_invalid_graph
 from .staging import stages
 
