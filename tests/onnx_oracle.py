@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 import dmlq
 from dmlq import ops
-from dmlq.onnx.mapping import Step
+from dmlq.onnx.steps import Step
 
 ACTIVATIONS = {
     "Relu": lambda node: "relu",
@@ -23,7 +23,8 @@ ACTIVATIONS = {
 
 def _attr(node, name, default):
     found = [a for a in node.attribute if a.name == name]
-    return helper.get_attribute_value(found[0]) if found else default
+    value = helper.get_attribute_value(found[0]) if found else default
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def model(
@@ -68,22 +69,38 @@ def model(
     return made
 
 
-def ort_outputs(proto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+def ort_outputs(proto, feeds: dict[str, np.ndarray], fusions: bool = False) -> list[np.ndarray]:
+    """onnxruntime CPU's outputs: with its QDQ and quantization fusions off (ONNX's numbers, the
+    reference dmlq is held to), or with every default optimization (``fusions=True``)."""
+    options = ort.SessionOptions()
+    disabled = []
+    if not fusions:
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
+        disabled = ["MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion"]
+    session = ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
+    )
     return session.run(None, feeds)
 
 
 def _along_axis(param, data, node):
     if param is None or param.ndim != 1 or param.shape == data.shape:
         return param
-    axis = _attr(node, "axis", 1) % data.ndim
+    axis = _attr(node, "axis", 0 if node.domain == "com.microsoft" else 1) % data.ndim
     return param.reshape((1,) * axis + param.shape + (1,) * (data.ndim - 1 - axis))
+
+
+def _blockwise(node) -> dict:
+    """Quantize / Dequantize (opset 21): DirectML lays the scale right-aligned (NumPy's broadcasting)
+    and takes blocks from the sizes; with a block_size that is ONNX's meaning too."""
+    block = _attr(node, "block_size", 0)
+    return {"axis": _attr(node, "axis", 1), "block_size": block} if block else {}
 
 
 def numpy_layer(step: Step, values: dict[str, np.ndarray]) -> np.ndarray:
     """The step's output from dmlq's NumPy layer on the same operands, per ONNX's meaning of them."""
     operands = [values[name] if name else None for name in step.inputs]
-    node = step.nodes[-1]
+    node = step.node
     if step.operator is ops.ElementWiseQuantizeLinear:
         x, scale, zero_point = operands
         dtype = None if zero_point is not None else np.uint8
@@ -96,7 +113,16 @@ def numpy_layer(step: Step, values: dict[str, np.ndarray]) -> np.ndarray:
     if step.operator is ops.ElementWiseAdd:
         return dmlq.add(*operands)
     if step.operator is ops.ElementWiseAdd1:
-        return dmlq.add(*operands, fused_activation=ACTIVATIONS[node.op_type](node))
+        return dmlq.add(*operands, fused_activation=ACTIVATIONS[_attr(node, "fused_activation", "")](node))
+    if step.operator is ops.Quantize:
+        x, scale, zero_point = (*operands, None)[:3]
+        zero_point = None if name_is_filled(step, 2) else zero_point
+        dtype = _integer_dtype(step, node) if zero_point is None else None
+        return dmlq.quantize_linear(x, scale, zero_point, dtype=dtype, **_blockwise(node))
+    if step.operator is ops.Dequantize:
+        q, scale, zero_point = (*operands, None)[:3]
+        zero_point = None if name_is_filled(step, 2) else zero_point
+        return dmlq.dequantize_linear(q, scale, zero_point, **_blockwise(node))
     if step.operator is ops.ElementWiseQuantizedLinearAdd:
         a, sa, za, b, sb, zb, sy, zy = operands
         return dmlq.quantized_linear_add(
@@ -119,6 +145,16 @@ def numpy_layer(step: Step, values: dict[str, np.ndarray]) -> np.ndarray:
             dtype=None if zy is not None else a.dtype,
         )
     raise AssertionError(f"no NumPy layer for {step.operator}")
+
+
+def name_is_filled(step: Step, index: int) -> bool:
+    """Whether operand ``index`` is a constant the provider makes (a zero point of 0)."""
+    return index < len(step.inputs) and step.inputs[index] in step.constants
+
+
+def _integer_dtype(step: Step, node) -> np.dtype:
+    requested = _attr(node, "output_dtype", 0)
+    return helper.tensor_dtype_to_np_dtype(requested) if requested else np.dtype(np.uint8)
 
 
 def assert_steps_match_numpy_layer(loaded, values: dict[str, np.ndarray]) -> int:

@@ -17,22 +17,26 @@ from dmlq.cli import main
 from onnx_oracle import model
 
 
-def quantize_model(opset: int = 13, domain: str = ""):
+def quantize_model(opset: int = 13, domain: str = "", used: bool = True):
+    """A QuantizeLinear; with ``domain``, a node of that domain after it (``used``) or only its import."""
     node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"])
     made = model([node], {"x": np.zeros((2, 3), np.float32)}, {"s": np.float32(0.5)}, ["y"], opset)
     if domain:
         made.opset_import.append(helper.make_opsetid(domain, 1))
+    if domain and used:
+        made.graph.node.append(helper.make_node("Frobnicate", ["y"], ["z"], domain=domain))
+        made.graph.output.append(helper.make_tensor_value_info("z", 2, [2, 3]))
     return made
 
 
 def qlinear_add_model():
     node = helper.make_node(
-        "QLinearAdd", ["a", "s", "", "a", "s", "", "s", ""], ["y"], domain="com.microsoft"
+        "QLinearAdd", ["a", "s", "z", "a", "s", "z", "s", "z"], ["y"], domain="com.microsoft"
     )
     return model(
         [node],
         {"a": np.zeros((2, 3), np.uint8)},
-        {"s": np.float32(0.5)},
+        {"s": np.float32(0.5), "z": np.uint8(3)},
         {"y": (np.uint8, [2, 3])},
         13,
         microsoft=True,
@@ -72,6 +76,26 @@ def _write(case, tmp_path):
     path = tmp_path / "model.onnx"
     path.write_bytes(made if isinstance(made, bytes) else made.SerializeToString())
     return path
+
+
+def test_an_opset_import_no_node_uses_is_ignored() -> None:
+    """quant_pre_process writes ai.onnx.training and others that no node uses: onnxruntime runs them."""
+    made = quantize_model(domain="ai.onnx.training", used=False)
+    assert dx.run(made, GOOD)["y"].shape == (2, 3)
+
+
+def test_a_model_onnxruntime_refuses_is_refused_with_its_message() -> None:
+    """onnx.checker passes a Reshape whose shape input is float; onnxruntime's type checks do not."""
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    made = model(
+        [node],
+        {"x": np.zeros((2, 3), np.float32)},
+        {"shape": np.float32([3, 2])},
+        {"y": (np.float32, [3, 2])},
+        13,
+    )
+    with pytest.raises(DmlError, match="onnxruntime CPU cannot run the model: .*INVALID"):
+        dx.check(made)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -162,7 +186,7 @@ def test_onnxruntime_gets_the_oldest_ir_version_the_opsets_allow() -> None:
     """A model written by a newer onnx records a newer IR version than an older onnxruntime reads
     (onnx 1.23 writes 13 or more; onnxruntime 1.23 reads up to 11): the sessions dmlq builds for
     other nodes carry the oldest IR version their opsets allow, never more than the model's."""
-    from dmlq.onnx.running import _ir_version
+    from dmlq.onnx.sessions import ir_version as _ir_version
 
     x, y = (helper.make_tensor_value_info(name, 1, [2]) for name in "xy")  # 1: FLOAT
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])

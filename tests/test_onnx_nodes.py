@@ -15,14 +15,24 @@ from onnx import helper
 import dmlq
 import dmlq.onnx as dx
 from dmlq import TensorFlags
-from dmlq.onnx.mapping import Spec
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
+from dmlq.onnx.program import program
 from dmlq.onnx.running import execute
 from dmlq.onnx.staging import stages
+from dmlq.onnx.steps import Spec
 from dmlq.threads import available_cores
 from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
 
 U8, I8, F32, F16 = np.uint8, np.int8, np.float32, np.float16
+
+
+def quantize(opset: int) -> str:
+    """The provider's operator for QuantizeLinear: QUANTIZE at opset 21 (DmlOperatorQuantization21)."""
+    return "QUANTIZE" if opset == 21 else "ELEMENT_WISE_QUANTIZE_LINEAR"
+
+
+def dequantize(opset: int) -> str:
+    return "DEQUANTIZE" if opset == 21 else "ELEMENT_WISE_DEQUANTIZE_LINEAR"
 
 
 def byte_data(rng, dtype, shape):
@@ -60,7 +70,7 @@ def test_quantize_linear_per_tensor(opset, dtype, rng) -> None:
     x[0, 0, :3] = [0.5, 1.5, -2.5]  # exact ties: both round halves to even
     node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
     proto = model([node], {"x": x}, {"s": np.float32(0.5), "z": dtype(3)}, ["y"], opset)
-    report = verify(proto, {"x": x}, "ELEMENT_WISE_QUANTIZE_LINEAR")
+    report = verify(proto, {"x": x}, quantize(opset))
     assert report.identical
 
 
@@ -71,7 +81,30 @@ def test_quantize_linear_per_axis(opset, axis, rng) -> None:
     length = x.shape[axis]
     constants = {"s": rng.uniform(0.01, 0.1, length).astype(F32), "z": byte_data(rng, I8, length)}
     node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=axis)
-    verify(model([node], {"x": x}, constants, ["y"], opset), {"x": x}, "ELEMENT_WISE_QUANTIZE_LINEAR")
+    proto = model([node], {"x": x}, constants, ["y"], opset)
+    if opset == 21 and axis != -1:  # laid along the last dimension (5), which 3 and 4 do not divide
+        (verdict,) = dx.check(proto)
+        assert verdict.operator == "QUANTIZE" and verdict.valid is False
+        with pytest.raises(dmlq.DmlError, match="must each divide"):
+            dx.run(proto, {"x": x})
+        return
+    verify(proto, {"x": x}, quantize(opset))
+
+
+def test_quantize_21_reads_a_1d_scale_along_the_last_dimension_whatever_axis_says(rng) -> None:
+    """DmlOperatorQuantization21 describes the scale by its own shape: on data (2, 6), a per-row scale
+    of 2 (axis 0) lines up with the last dimension, in blocks of 3 columns. check warns, run computes
+    what DirectML would, compare names the cause."""
+    x = rng.standard_normal((2, 6)).astype(F32)
+    scale = np.float32([0.05, 0.2])
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+    proto = model([node], {"x": x}, {"s": scale, "z": np.zeros(2, I8)}, ["y"], 21)
+    (verdict,) = dx.check(proto)
+    assert verdict.valid and "the provider does not read axis for opset 21" in verdict.warning
+    y = dx.run(proto, {"x": x})["y"]
+    np.testing.assert_array_equal(y, dmlq.quantize_linear(x, np.repeat(scale, 3), np.int8(0)))
+    report = dx.compare(proto, {"x": x})
+    assert report.nodes[0].differing and "does not read axis for opset 21" in report.nodes[0].cause
 
 
 @pytest.mark.parametrize("opset", [19, 21])
@@ -79,7 +112,7 @@ def test_quantize_linear_float16_without_zero_point(opset, rng) -> None:
     x = rng.standard_normal((4, 6)).astype(F16)
     node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"])
     proto = model([node], {"x": x}, {"s": np.float16(0.03)}, ["y"], opset)
-    verify(proto, {"x": x}, "ELEMENT_WISE_QUANTIZE_LINEAR")
+    verify(proto, {"x": x}, quantize(opset))
 
 
 @pytest.mark.parametrize("opset", [10, 13, 19, 21])
@@ -88,10 +121,10 @@ def test_dequantize_linear(opset, dtype, rng) -> None:
     q = byte_data(rng, dtype, (2, 7))
     node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])
     proto = model([node], {"q": q}, {"s": np.float32(0.07), "z": dtype(5)}, ["y"], opset)
-    assert verify(proto, {"q": q}, "ELEMENT_WISE_DEQUANTIZE_LINEAR").identical
+    assert verify(proto, {"q": q}, dequantize(opset)).identical
 
 
-@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("opset", [13, 19])
 def test_dequantize_linear_per_axis_and_int32(opset, rng) -> None:
     q = byte_data(rng, U8, (2, 3, 4))
     constants = {"s": rng.uniform(0.01, 0.1, 3).astype(F32), "z": byte_data(rng, U8, 3)}
@@ -101,6 +134,32 @@ def test_dequantize_linear_per_axis_and_int32(opset, rng) -> None:
     node = helper.make_node("DequantizeLinear", ["q", "s"], ["y"])
     proto = model([node], {"q": bias}, {"s": np.float32(0.001)}, ["y"], opset)
     verify(proto, {"q": bias}, "ELEMENT_WISE_DEQUANTIZE_LINEAR")
+
+
+@pytest.mark.parametrize("opset, valid", [(10, True), (13, False), (19, False)])
+def test_a_bias_dequantize_with_a_1_element_1d_scale(opset, valid, rng) -> None:
+    """An int32 bias [6] with scale [1] and no axis: DmlOperatorElementwiseQLinear lays a 1-D scale that
+    is not the data's shape along axis, which onnxruntime fills in as 1 from opset 13 (axis < 1 fails:
+    the provider cannot create the kernel); DequantizeLinear-10 has no axis (0): a broadcast scale."""
+    bias = rng.integers(-5000, 5000, (6,)).astype(np.int32)
+    node = helper.make_node("DequantizeLinear", ["q", "s"], ["y"])
+    proto = model([node], {"q": bias}, {"s": np.float32([0.001])}, ["y"], opset)
+    (verdict,) = dx.check(proto)
+    assert verdict.operator == "ELEMENT_WISE_DEQUANTIZE_LINEAR" and verdict.valid is valid
+    if valid:
+        verify(proto, {"q": bias}, "ELEMENT_WISE_DEQUANTIZE_LINEAR")
+    else:
+        assert "axis < outputShapeDimCount" in verdict.reason
+        with pytest.raises(dmlq.DmlError, match="axis < outputShapeDimCount"):
+            dx.run(proto, {"q": bias})
+
+
+def test_an_int32_dequantize_21_is_not_the_providers() -> None:
+    """DequantizeLinear-21 is registered for 8- and 4-bit data only (OperatorRegistration.cpp)."""
+    node = helper.make_node("DequantizeLinear", ["q", "s"], ["y"])
+    proto = model([node], {"q": np.zeros(6, np.int32)}, {"s": np.float32(0.001)}, ["y"], 21)
+    (verdict,) = dx.check(proto)
+    assert verdict.operator is None and "without int32" in verdict.rule
 
 
 @pytest.mark.parametrize("opset", [10, 21])
@@ -139,7 +198,7 @@ def test_a_constant_b_is_owned_by_dml_and_bound_once(constant, rng) -> None:
     values = {}
     execute(loaded, feeds, keep=values)
     assert assert_steps_match_numpy_layer(loaded, values) == 1
-    (compiled,) = [found[1] for key, found in loaded.cache.items() if key[0] == "compiled"]
+    (compiled,) = program(loaded, dmlq.FeatureLevel.newest()).compiled_operators()
     assert bool(compiled.desc.b.flags & TensorFlags.OWNED_BY_DML) == constant
     np.testing.assert_array_equal(execute(loaded, feeds)["y"], values["y"])  # run again: B stays bound
 
@@ -154,7 +213,7 @@ def test_every_constant_operand_is_owned_by_dml_and_bound_once(rng) -> None:
     values = {}
     execute(loaded, feeds, keep=values)
     assert assert_steps_match_numpy_layer(loaded, values) == 1
-    (compiled,) = [found[1] for key, found in loaded.cache.items() if key[0] == "compiled"]
+    (compiled,) = program(loaded, dmlq.FeatureLevel.newest()).compiled_operators()
     owned = {name: bool(t.flags & TensorFlags.OWNED_BY_DML) for name, t in compiled.desc.input_tensors()}
     assert owned == {"input": False, "scale": True, "zero_point": False}
     again = {}
@@ -173,8 +232,8 @@ def test_other_nodes_run_at_the_thread_count_dmlq_has_when_it_changes(rng) -> No
         for threads in (1, 2):
             dmlq.set_num_threads(threads)
             np.testing.assert_array_equal(dx.run(loaded, {"a": a})["y"], -a)
-            newest = [found for key, found in loaded.cache.items() if key[0] == "session"][-1]
-            assert newest.get_session_options().intra_op_num_threads == threads
+            made = program(loaded, dmlq.FeatureLevel.newest()).sessions()
+            assert threads in [session.get_session_options().intra_op_num_threads for session in made]
     finally:
         dmlq.set_num_threads(previous)
 
@@ -316,10 +375,13 @@ def test_a_quantization_version_the_provider_does_not_register_is_an_other_node(
     np.testing.assert_array_equal(dx.run(proto, {"x": data})["y"], ort_outputs(proto, {"x": data})[0])
 
 
-def test_a_qdq_add_of_unregistered_versions_is_no_quantized_add(rng) -> None:
+def test_a_qdq_add_of_unregistered_q_and_dq_versions_still_fuses(rng) -> None:
+    """The 2DQ_DML selector looks at the target's provider only (BaseSelector::Select): at opset 23 the
+    Q and DQ (version 23) are not the provider's, the Add (14) is, and the group becomes QLinearAdd."""
     proto, feeds = qdq_add_model(rng)
     proto.opset_import[0].version = 23
-    assert [v.operator for v in dx.check(proto)] == [None, None, "ELEMENT_WISE_ADD", None]
+    (verdict,) = dx.check(proto)
+    assert verdict.operator == "ELEMENT_WISE_QUANTIZED_LINEAR_ADD" and len(verdict.op_types) == 4
 
 
 def test_add_whose_sum_is_a_graph_output_fuses_nothing(rng) -> None:
@@ -417,7 +479,7 @@ def test_values_computed_from_initializers_are_computed_once_and_stay_right(rng)
         assert np.allclose(dx.run(loaded, {"x": x})["y"], x @ (weight * np.float32(0.01)), rtol=1e-6)
 
 
-def test_a_4bit_dequantize_runs_on_onnxruntime_and_says_why(rng) -> None:
+def test_a_4bit_dequantize_21_is_dequantize_and_its_matmul_waits_for_gemm(rng) -> None:
     weight = rng.integers(-8, 8, (4, 3)).astype(ml_dtypes.int4)
     nodes = [
         helper.make_node("DequantizeLinear", ["w", "s"], ["wf"]),
@@ -425,6 +487,16 @@ def test_a_4bit_dequantize_runs_on_onnxruntime_and_says_why(rng) -> None:
     ]
     proto = model(nodes, {"x": np.zeros((2, 4), F32)}, {"w": weight, "s": np.float32(0.5)}, ["y"], 21)
     verdicts = dx.check(proto)
-    assert [v.operator for v in verdicts] == [None, None] and "4-bit" in verdicts[0].rule
+    assert [(v.operator, v.missing) for v in verdicts] == [("DEQUANTIZE", ""), (None, "GEMM")]
     x = rng.standard_normal((2, 4)).astype(F32)
     assert np.array_equal(dx.run(proto, {"x": x})["y"], ort_outputs(proto, {"x": x})[0])
+
+
+def test_a_4bit_com_microsoft_dequantize_is_not_the_providers(rng) -> None:
+    """com.microsoft DequantizeLinear is registered with opset 19's types: no 4-bit data."""
+    weight = rng.integers(-8, 8, (4, 3)).astype(ml_dtypes.int4)
+    node = helper.make_node("DequantizeLinear", ["w", "s"], ["y"], domain="com.microsoft")
+    proto = model([node], {}, {"w": weight, "s": np.float32(0.5)}, {"y": (F32, [4, 3])}, 13, microsoft=True)
+    proto.graph.input.append(helper.make_tensor_value_info("unused", 1, [1]))
+    (verdict,) = dx.check(proto)
+    assert verdict.operator is None and "without int4" in verdict.rule

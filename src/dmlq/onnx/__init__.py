@@ -1,10 +1,12 @@
 """ONNX models in, DirectML's numbers out (extra ``onnx``: ``python -m pip install ".[onnx]"`` in a checkout).
 
-:func:`load` reads and checks a model; :func:`check` names, per node, the DirectML operator
-onnxruntime's DirectML provider would run, whether it is valid at a feature level and the lowest
-level that accepts it; :func:`run` computes the model with dmlq's operators where the provider uses
-them and onnxruntime CPU elsewhere; :func:`compare` sets that against onnxruntime's CPU provider,
-per graph output and per node, with the known causes of each difference.
+:func:`load` reads, checks and prepares a model once (with onnxruntime's session options
+``qdq_int8_allowed`` and ``disable_quant_qdq``); :func:`check` names, per node or fused group, the
+DirectML operator onnxruntime's DirectML provider would run, whether it is valid at a feature level
+and the lowest level that accepts it; :func:`run` computes the model with dmlq's operators where
+the provider uses them and onnxruntime CPU elsewhere; :func:`compare` sets that against onnxruntime's
+CPU provider with its QDQ fusions off (ONNX's numbers), per graph output and per step, with the
+known causes of each difference. :mod:`.planning` says how nodes become steps.
 
 Its names load on first use (PEP 562), so that the command line's parser (:mod:`.cli`) can list
 ``dmlq compare`` without importing ``onnx``.
@@ -23,8 +25,8 @@ _HOMES = {
     "Report": "comparing",
     "compare": "comparing",
     "Model": "loading",
-    "load": "loading",
-    "Verdict": "checking",
+    "load": "preparing",
+    "Verdict": "verdicts",
     "check": "checking",
 }
 

@@ -1,49 +1,17 @@
-"""Verdicts: per step of the plan, the DirectML operator, its validity at a feature level, the lowest
-level that accepts it and the validator's reason when it is refused.
-
-Shapes come from the model's static types (a symbolic dimension counts as 1) or, in ``run``, from
-the actual inputs. The rules are :mod:`dmlq.ops`' own: nothing here decides validity.
-"""
+"""``check``: the verdicts of a prepared model at a feature level (:mod:`.verdicts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
-import numpy as np
-
-from ..errors import DmlError
 from ..types import FeatureLevel
-from .loading import Model, load
-from .mapping import Spec, Step, node_name
-from .staging import OTHER, stages
+from .preparing import prepared
+from .staging import stages
+from .verdicts import Verdict, static_specs, verdict
 
-__all__ = ["Verdict", "check", "refuse_invalid"]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One step of the model: its nodes, what computes them, and whether DirectML accepts it.
-
-    ``operator`` is DirectML's operator name (``None`` for nodes computed by onnxruntime CPU);
-    ``valid`` is None when the shapes are not known before running.
-    """
-
-    nodes: tuple[str, ...]
-    op_types: tuple[str, ...]
-    operator: str | None
-    valid: bool | None
-    lowest_level: FeatureLevel | None
-    reason: str
-    rule: str
-
-    @property
-    def node(self) -> str:
-        return ", ".join(self.nodes)
+__all__ = ["Verdict", "check"]
 
 
 def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdict]:
-    """One verdict per step (a mapped node or QDQ group, or a node onnxruntime CPU computes).
+    """One verdict per step (a mapped node or QDQ group, or nodes onnxruntime CPU computes).
 
     >>> import numpy as np
     >>> from onnx import helper, numpy_helper, TensorProto
@@ -58,61 +26,10 @@ def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdic
 
     Without a zero point the description has none, which DirectML accepts from feature level 6_2.
     """
-    loaded = load(model)
+    loaded = prepared(model)
     level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
     return [
-        _verdict(step, level, _static_specs(loaded, step)) for stage in stages(loaded) for step in stage.steps
+        verdict(loaded, step, level, static_specs(loaded, step))
+        for stage in stages(loaded)
+        for step in stage.steps
     ]
-
-
-def refuse_invalid(model: Model, level: FeatureLevel, values: Mapping[str, np.ndarray]) -> None:
-    """DmlError for the first step invalid at ``level``: with the inputs' shapes where they reach it."""
-    for stage in stages(model):
-        for step in stage.steps:
-            if not step.mapped:
-                continue
-            specs = _static_specs(model, step, values, symbolic=None)
-            verdict = _verdict(step, level, specs)
-            if verdict.valid is False:
-                raise DmlError(f"node {verdict.node}: {verdict.reason}")
-
-
-def _verdict(step: Step, level: FeatureLevel, specs: list[Spec | None] | None) -> Verdict:
-    names = tuple(node_name(node) for node in step.covers)
-    op_types = tuple(node.op_type for node in step.covers)
-    if not step.mapped:
-        return Verdict(names, op_types, None, None, None, OTHER, step.rule)
-    operator = step.operator.TYPE_NAME
-    if specs is None:
-        return Verdict(names, op_types, operator, None, None, "shapes known only when run", step.rule)
-    try:
-        desc = step.describe(specs).desc
-    except DmlError as error:
-        return Verdict(names, op_types, operator, False, None, f"the provider refuses it: {error}", step.rule)
-    lowest = desc.minimum_feature_level()
-    try:
-        desc.validate(level)
-    except DmlError as error:
-        return Verdict(names, op_types, operator, False, lowest, str(error), step.rule)
-    return Verdict(names, op_types, operator, True, lowest, "", step.rule)
-
-
-def _static_specs(
-    model: Model, step: Step, values: Mapping[str, np.ndarray] | None = None, symbolic: int | None = 1
-) -> list[Spec | None] | None:
-    """The step's operand specs before running; a symbolic dimension is ``symbolic`` (None: unknown)."""
-    specs = []
-    for name in step.inputs:
-        if not name:
-            specs.append(None)
-            continue
-        if values is not None and name in values:
-            specs.append(Spec(values[name].dtype, values[name].shape))
-            continue
-        found = model.types.get(name)
-        if found is None or found.dtype is None or found.shape is None:
-            return None
-        if symbolic is None and None in found.shape:
-            return None
-        specs.append(Spec(found.dtype, tuple(symbolic if d is None else d for d in found.shape)))
-    return specs

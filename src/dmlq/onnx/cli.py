@@ -102,6 +102,16 @@ def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
         )
     if name == "compare":
         command.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default: 0)")
+    command.add_argument(
+        "--qdq-int8-allowed",
+        action="store_true",
+        help="onnxruntime's session.qdqisint8allowed: fuse QDQ groups with int8 activations too",
+    )
+    command.add_argument(
+        "--disable-quant-qdq",
+        action="store_true",
+        help="onnxruntime's session.disable_quant_qdq: no QDQ fusion at all",
+    )
     command.set_defaults(handler={"run": _run, "check": _check, "compare": _compare}[name])
 
 
@@ -128,8 +138,15 @@ def _inputs(pairs: list[str]) -> dict[str, np.ndarray]:
     return inputs
 
 
+def _load(args: argparse.Namespace):
+    """The model, prepared once for the whole command."""
+    return _front_end("preparing").load(
+        args.model, qdq_int8_allowed=args.qdq_int8_allowed, disable_quant_qdq=args.disable_quant_qdq
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
-    model = _front_end("loading").load(args.model)
+    model = _load(args)
     outputs = _front_end("running").run(model, _inputs(args.input), args.feature_level)
     if args.output_dir is None:
         for name, value in outputs.items():
@@ -151,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    verdicts = _front_end("checking").check(_front_end("loading").load(args.model), args.feature_level)
+    verdicts = _front_end("checking").check(_load(args), args.feature_level)
     rows = [_verdict_row(verdict) for verdict in verdicts]
     print(
         _table(
@@ -162,13 +179,18 @@ def _check(args: argparse.Namespace) -> int:
     for verdict in verdicts:
         if verdict.valid is False:
             print(f"{verdict.node}: {verdict.reason}")
+        if verdict.warning:
+            print(f"{verdict.node}: warning: {verdict.warning}")
     mapped = [verdict for verdict in verdicts if verdict.operator]
     valid = sum(verdict.valid is not False for verdict in mapped)
+    missing = sum(bool(verdict.missing) for verdict in verdicts)
+    refused = sum(verdict.valid is False for verdict in verdicts if not verdict.operator)
     print(
         f"{valid} of {len(mapped)} DirectML operators valid at feature level {args.feature_level.label}; "
-        f"{len(verdicts) - len(mapped)} other node(s) computed by onnxruntime CPU"
+        f"{len(verdicts) - len(mapped)} other step(s) computed by onnxruntime CPU, {missing} of them "
+        "DirectML operators dmlq does not have yet"
     )
-    return 0 if valid == len(mapped) else 1
+    return 0 if valid == len(mapped) and not refused else 1
 
 
 SHORT = {"QuantizeLinear": "Q", "DequantizeLinear": "DQ"}
@@ -183,20 +205,19 @@ def _op_types(verdict: Verdict) -> str:
 
 def _verdict_row(verdict: Verdict) -> tuple[str, ...]:
     if verdict.operator is None:
-        return (
-            verdict.node,
-            _op_types(verdict),
-            "(not a DirectML operator of dmlq: onnxruntime CPU)",
-            "-",
-            "-",
+        computed = (
+            f"({verdict.missing}: not in dmlq yet, onnxruntime CPU)"
+            if verdict.missing
+            else "(not a DirectML operator of dmlq: onnxruntime CPU)"
         )
+        return (verdict.node, _op_types(verdict), computed, "NO" if verdict.valid is False else "-", "-")
     valid = {True: "yes", False: "NO", None: "when run"}[verdict.valid]
     lowest = verdict.lowest_level.label if verdict.lowest_level else "-"
     return (verdict.node, _op_types(verdict), verdict.operator, valid, lowest)
 
 
 def _compare(args: argparse.Namespace) -> int:
-    model = _front_end("loading").load(args.model)
+    model = _load(args)
     report = _front_end("comparing").compare(
         model, _inputs(args.input), seed=args.seed, feature_level=args.feature_level
     )

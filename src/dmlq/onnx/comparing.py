@@ -1,11 +1,18 @@
 """dmlq's run of a model against onnxruntime's CPU provider, per graph output and per mapped step.
 
-Per step, onnxruntime CPU computes the step's own nodes from the very inputs dmlq's run gave
-them, so a difference there belongs to that operator. Per graph output, onnxruntime CPU runs the
-whole model as its CPU provider would (with the QDQ fusions it applies on the CPU). Differences
-are counted in elements and measured in units of the last place: integer steps for quantized
-outputs, float ulps (of the larger magnitude) for float ones. Each gets its known cause:
+The reference is ONNX's numbers: onnxruntime CPU with its QDQ and quantization fusions off
+(:mod:`.sessions`), the same options dmlq's other nodes run with. Per step, onnxruntime CPU
+computes the model's nodes the step stands for from the very inputs dmlq's run gave them, so a
+difference there belongs to that step: to DirectML's operator, or to the provider's fusion of
+those nodes into one. Per graph output, onnxruntime CPU runs the whole model. Differences are
+counted in elements and measured in units of the last place: integer steps for quantized outputs,
+float ulps (of the larger magnitude) for float ones. Each gets its known cause:
 
+* a QDQ group the provider fuses (DQ, DQ -> MatMul -> Q as QLinearMatMul, ...): DirectML computes
+  the integer operator and rounds once, where ONNX's nodes round a float result computed from
+  dequantized values (the rule names its source);
+* QuantizeLinear / DequantizeLinear 21 whose scale the provider lays along other dimensions than
+  ``axis`` says: "the provider does not read axis for opset 21";
 * QuantizeLinear: ``x / scale`` within a float32 rounding of a .5 tie is broken differently;
 * QLinearAdd (and the QDQ Add group): onnxruntime requantizes with the ratios of the scales,
   DirectML with the float32 formula, which resolve near-ties differently;
@@ -16,8 +23,8 @@ outputs, float ulps (of the larger magnitude) for float ones. Each gets its know
   names how many of the differing elements the saturation reaches; the rest (or all, elsewhere)
   are requantization near-ties;
 * a graph output whose steps all agree and which onnxruntime CPU reproduces exactly with its graph
-  optimizations off: a fusion only one provider applies (onnxruntime CPU runs DQ -> MatMul -> Q as
-  an integer QLinearMatMul; the DirectML provider keeps the float MatMul).
+  optimizations off: onnxruntime's float-only fusions over the whole model (:data:`.sessions.
+  FLOAT_FUSIONS`), which dmlq's sessions, each over a part of the graph, cannot all apply.
 """
 
 from __future__ import annotations
@@ -30,13 +37,17 @@ import numpy as np
 from ..ops import (
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
+    Quantize,
     QuantizedLinearMatrixMultiply,
 )
-from .loading import Model, load
-from .mapping import Step
+from . import sessions
+from .loading import Model
 from .ort_int8 import pair_saturation, u8s8_saturates
-from .running import at_oldest_ir_version, checked_inputs, cpu_session, execute, ort_session
+from .preparing import prepared
+from .program import checked_inputs, specs
+from .running import execute
 from .staging import OTHER, stages
+from .steps import Step
 
 __all__ = ["Difference", "Report", "compare", "random_inputs"]
 
@@ -131,7 +142,7 @@ def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, fe
     >>> report.drawn, report.identical, [(d.operator, d.differing) for d in report.nodes]
     (['x'], True, [('ELEMENT_WISE_QUANTIZE_LINEAR', 0)])
     """
-    loaded = load(model)
+    loaded = prepared(model)
     given = dict(inputs or {})
     drawn = [name for name in loaded.input_names if name not in given]
     feeds = {**random_inputs(loaded, seed, drawn), **given}
@@ -180,16 +191,14 @@ def random_inputs(model: Model, seed: int, names: list[str]) -> dict[str, np.nda
 def _ort_whole(
     model: Model, feeds: Mapping[str, np.ndarray], optimized: bool = True
 ) -> dict[str, np.ndarray]:
-    """The whole model on onnxruntime CPU; ``optimized=False`` turns its graph optimizations (fusions) off."""
-    import onnxruntime
-
+    """The whole model on onnxruntime CPU, QDQ fusions off; ``optimized=False``: no fusion at all."""
     key = ("whole", optimized)
     session = model.cache.get(key)
     if session is None:
-        options = onnxruntime.SessionOptions()
-        if not optimized:
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = model.cache[key] = cpu_session(at_oldest_ir_version(model), options, "the whole model")
+        options = sessions.options(optimized=optimized)
+        session = model.cache[key] = sessions.cpu_session(
+            sessions.at_oldest_ir_version(model), options, "the whole model"
+        )
     return dict(zip(model.output_names, session.run(model.output_names, dict(feeds))))
 
 
@@ -203,10 +212,14 @@ def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) ->
     key = ("step session", id(step), tuple((n, v.dtype) for n, v in feeds.items()))
     session = model.cache.get(key)
     if session is None:
-        session = model.cache[key] = ort_session(model, list(step.covers), feeds, [output])
+        dtypes = {name: value.dtype for name, value in feeds.items()}
+        session = model.cache[key] = sessions.ort_session(model, list(step.covers), dtypes, [output])
     theirs = session.run([output], feeds)[0]
     ours = values[output]
-    cause = _step_cause(step, values, ours != theirs if ours.shape == theirs.shape else None)
+    described = step.describe(specs(step, values))
+    cause = _step_cause(
+        step, described.warning, values, ours != theirs if ours.shape == theirs.shape else None
+    )
     return _difference(step.name, output, step.operator.TYPE_NAME, ours, theirs, cause)
 
 
@@ -277,8 +290,18 @@ def _ulps(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return np.where(both_nan, 0.0, np.nan_to_num(gap, nan=np.inf))
 
 
-def _step_cause(step: Step, values: Mapping[str, np.ndarray], differing: np.ndarray | None) -> str:
-    if step.operator is ElementWiseQuantizeLinear:
+def _step_cause(
+    step: Step, warning: str, values: Mapping[str, np.ndarray], differing: np.ndarray | None
+) -> str:
+    if warning:
+        return warning
+    if len(step.covers) > 1 and step.node.op_type.startswith("QLinear"):
+        return (
+            f"the provider fuses {' -> '.join(map(_short, step.covers))} into {step.node.op_type} "
+            f"({step.rule.split(';')[0]}): DirectML computes the quantized operator and rounds once, where "
+            "ONNX's nodes quantize a float result computed from dequantized values"
+        )
+    if step.operator in (ElementWiseQuantizeLinear, Quantize):
         return "x / scale is a rounding tie (within a float32 rounding of .5) onnxruntime breaks differently"
     if step.operator is ElementWiseQuantizedLinearAdd:
         return "onnxruntime's QLinearAdd requantizes with ratios of scales, DirectML with the float32 formula"
@@ -313,14 +336,16 @@ def _output_cause(model: Model, output: str, nodes: list[Difference], matches_un
     if differing:
         return f"follows from node(s) {', '.join(differing)}"
     if matches_unfused:
-        cause = (
-            "a fusion only one provider applies: onnxruntime CPU with its graph optimizations off matches "
-            "exactly (its CPU fusions run QDQ groups such as DQ -> MatMul -> Q as integer kernels)"
+        return (
+            "onnxruntime's float-only fusions over the whole model (sessions.FLOAT_FUSIONS: LayerNormFusion, "
+            "GeluFusion, ...) round differently from dmlq's sessions, each over a part of the graph: "
+            "onnxruntime CPU with its graph optimizations off matches exactly"
         )
-        if u8s8_saturates():
-            cause += "; without VNNI, onnxruntime's u8xs8 kernel also saturates int16 pair sums"
-        return cause
     return UNEXPLAINED
+
+
+def _short(node) -> str:
+    return {"QuantizeLinear": "Q", "DequantizeLinear": "DQ"}.get(node.op_type, node.op_type)
 
 
 def _ancestors(model: Model, output: str) -> set[str]:

@@ -1,10 +1,12 @@
 """Reading an ONNX model: file or ``ModelProto`` in, a checked :class:`Model` out.
 
-The model must be one ONNX itself accepts (``onnx.checker``), and import only the opset domains
-onnxruntime's DirectML provider registers kernels for: the default ONNX domain (``""`` or
-``"ai.onnx"``, opset 7 up to the newest the installed ``onnx`` knows), ``ai.onnx.ml`` (run as other
-nodes) and ``com.microsoft`` version 1 (``QLinearAdd``). Static types and shapes come from ONNX's
-shape inference, completed through the nodes it cannot see into (``com.microsoft`` ones).
+The model must be one ONNX itself accepts (``onnx.checker``), import the default ONNX domain
+(``""`` or ``"ai.onnx"``, opset 7 up to the newest the installed ``onnx`` knows), and use only
+the domains onnxruntime runs: the default one, ``ai.onnx.ml`` (run as other nodes) and
+``com.microsoft`` version 1 (its quantized operators). An opset import no node uses is ignored, as
+onnxruntime ignores it (``quant_pre_process`` writes ``ai.onnx.training``, ``com.microsoft.nchwc``
+and others that no node of its models uses). Static types and shapes come from ONNX's shape
+inference, completed through the nodes it cannot see into (``com.microsoft`` ones).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from onnx import helper, numpy_helper, shape_inference
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ..errors import DmlError
+from .options import Options
 
-__all__ = ["DEFAULT_DOMAINS", "MICROSOFT", "Model", "TensorType", "load"]
+__all__ = ["DEFAULT_DOMAINS", "MICROSOFT", "Model", "TensorType", "read"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 MICROSOFT = "com.microsoft"
@@ -43,6 +46,7 @@ class Model:
     opsets: dict[str, int]
     initializers: dict[str, np.ndarray]
     types: dict[str, TensorType] = field(default_factory=dict)
+    options: Options = field(default_factory=Options)
     cache: dict[object, object] = field(default_factory=dict)  # plans and sessions built from it
 
     @property
@@ -62,7 +66,7 @@ class Model:
         return self.opsets.get("" if domain in DEFAULT_DOMAINS else domain, 0)
 
 
-def load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
+def read(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
     """A :class:`Model` from a path, serialized bytes or a ``ModelProto``; DmlError if it is not one.
 
     >>> from onnx import helper, TensorProto
@@ -70,7 +74,7 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
     ...     [helper.make_node("Relu", ["x"], ["y"])], "g",
     ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
     ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    >>> model = load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    >>> model = read(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
     >>> model.input_names, model.types["y"]
     (['x'], TensorType(dtype=dtype('float32'), shape=(2,)))
     """
@@ -110,10 +114,14 @@ def _proto(model: object) -> onnx.ModelProto:
 
 
 def _opsets(proto: onnx.ModelProto) -> dict[str, int]:
+    """The opset imports of the domains the model's nodes use (the others are ignored)."""
     newest = onnx.defs.onnx_opset_version()
+    used = {"" if node.domain in DEFAULT_DOMAINS else node.domain for node in proto.graph.node} | {""}
     opsets = {}
     for opset in proto.opset_import:
         domain = "" if opset.domain in DEFAULT_DOMAINS else opset.domain
+        if domain not in used:
+            continue
         if domain == "":
             if not LOWEST_OPSET <= opset.version <= newest:
                 raise DmlError(
@@ -132,6 +140,9 @@ def _opsets(proto: onnx.ModelProto) -> dict[str, int]:
         opsets[domain] = opset.version
     if "" not in opsets:
         raise DmlError("model: imports no ONNX opset")
+    unimported = sorted(used - set(opsets))
+    if unimported:
+        raise DmlError(f"model: its nodes use domain {unimported[0]!r}, which it does not import")
     return opsets
 
 
@@ -141,13 +152,13 @@ def _first_line(error: Exception) -> str:
 
 
 def _declared_types(proto: onnx.ModelProto) -> dict[str, TensorType]:
-    """Types of the graph's values: declared, inferred by ONNX, and through ``com.microsoft.QLinearAdd``
-    (which ONNX's inference does not know), inferred again past it."""
+    """Types of the graph's values: declared, inferred by ONNX, and through the ``com.microsoft`` nodes
+    ONNX's inference does not know (:data:`MICROSOFT_TYPES`), inferred again past them."""
     types: dict[str, TensorType] = {}
     model = proto
     for _ in range(1 + sum(node.domain == MICROSOFT for node in proto.graph.node)):
         types = _inferred(model)
-        added = _qlinear_add_types(proto, types)
+        added = _microsoft_types(proto, types)
         if not added:
             break
         model = _copy(model)
@@ -180,20 +191,49 @@ def _inferred(proto: onnx.ModelProto) -> dict[str, TensorType]:
     return types
 
 
-def _qlinear_add_types(proto: onnx.ModelProto, types: dict[str, TensorType]) -> dict[str, TensorType]:
-    """Output types of QLinearAdd nodes whose inputs are known and outputs are not (added to ``types``)."""
+def _qlinear_add(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+    a, b = types.get(node.input[0]), types.get(node.input[3])
+    if a is None or b is None or a.shape is None or b.shape is None:
+        return None
+    zero_point = types.get(node.input[7]) if len(node.input) > 7 and node.input[7] else None
+    shape = _broadcast(a.shape, b.shape)
+    return None if shape is None else TensorType(zero_point.dtype if zero_point else a.dtype, shape)
+
+
+def _quantize(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+    x = types.get(node.input[0])
+    zero_point = types.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    return None if x is None else TensorType(zero_point.dtype if zero_point else np.dtype(np.uint8), x.shape)
+
+
+def _dequantize(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+    x, scale = types.get(node.input[0]), types.get(node.input[1])
+    return None if x is None or scale is None else TensorType(scale.dtype, x.shape)
+
+
+def _same_as_input(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+    return types.get(node.input[0])
+
+
+MICROSOFT_TYPES = {  # com.microsoft operators' output 0 from their inputs' types
+    "QLinearAdd": _qlinear_add,
+    "QuantizeLinear": _quantize,
+    "DequantizeLinear": _dequantize,
+    "QLinearSigmoid": _same_as_input,
+    "QLinearLeakyRelu": _same_as_input,
+}
+
+
+def _microsoft_types(proto: onnx.ModelProto, types: dict[str, TensorType]) -> dict[str, TensorType]:
+    """Output types of com.microsoft nodes whose inputs are known and outputs are not (added to ``types``)."""
     added = {}
     for node in proto.graph.node:
-        if node.domain != MICROSOFT or node.op_type != "QLinearAdd" or node.output[0] in types:
+        infer = MICROSOFT_TYPES.get(node.op_type) if node.domain == MICROSOFT else None
+        if infer is None or node.output[0] in types:
             continue
-        a, b = types.get(node.input[0]), types.get(node.input[3])
-        if a is None or b is None or a.shape is None or b.shape is None:
-            continue
-        zero_point = types.get(node.input[7]) if len(node.input) > 7 and node.input[7] else None
-        dtype = zero_point.dtype if zero_point is not None else a.dtype
-        shape = _broadcast(a.shape, b.shape)
-        if shape is not None:
-            added[node.output[0]] = types[node.output[0]] = TensorType(dtype, shape)
+        found = infer(node, types)
+        if found is not None:
+            added[node.output[0]] = types[node.output[0]] = found
     return added
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .loading import Model
-from .mapping import Step, plan
+from .planning import plan
+from .steps import Step
 
 __all__ = ["OTHER", "Stage", "stages"]
 
@@ -30,7 +31,9 @@ def stages(model: Model) -> list[Stage]:
     """The plan grouped for execution (kept with the model)."""
     found = model.cache.get("stages")
     if found is None:
-        found = model.cache["stages"] = _group(plan(model), set(model.output_names), set(model.initializers))
+        steps = plan(model, model.options)
+        constants = set(model.initializers).union(*(step.constants for step in steps))
+        found = model.cache["stages"] = _group(steps, set(model.output_names), constants)
     return found
 
 

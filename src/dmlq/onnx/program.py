@@ -1,0 +1,266 @@
+"""Executing a prepared model: mapped steps on dmlq's DirectML operators, every other node on
+onnxruntime CPU.
+
+A :class:`Program` holds what one feature level needs: the constants (the initializers, the
+provider's own constants and every value computed from them alone, computed once), one call per
+remaining stage, each mapped step compiled on a :class:`dmlq.Device` of that level from the
+descriptions :mod:`.rules` builds with its constant operands bound once as OWNED_BY_DML (as the
+provider flags the constant inputs of the graph it builds, ``GraphDescBuilder.cpp``), and one
+onnxruntime session per run of consecutive other nodes (:mod:`.sessions`). A run binds the inputs
+and executes those calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import ml_dtypes
+import numpy as np
+
+from ..device import CompiledOperator, Device
+from ..errors import DmlError
+from ..int4 import pack_int4, unpack_int4
+from ..ops import OperatorDesc
+from ..threads import get_num_threads
+from ..types import FeatureLevel, TensorFlags
+from . import sessions
+from .loading import Model
+from .staging import Stage, stages
+from .steps import Described, Spec, Step
+from .verdicts import refusals
+
+__all__ = ["Program", "checked_inputs", "program", "specs"]
+
+NIBBLES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
+Call = Callable[[dict[str, np.ndarray]], None]
+
+
+def program(model: Model, level: FeatureLevel) -> Program:
+    """The model's program at ``level`` (made once)."""
+    key = ("program", level)
+    found = model.cache.get(key)
+    if found is None:
+        found = model.cache[key] = Program(model, level)
+    return found
+
+
+class Program:
+    """The calls that compute a model at one feature level, and its constants."""
+
+    def __init__(self, model: Model, level: FeatureLevel) -> None:
+        self.model = model
+        self.device = Device(level)
+        self.constants: dict[str, np.ndarray] = dict(model.initializers)
+        self.refusals: list[str] = []
+        self.calls: list[Call] = []
+        self._checked: set[tuple] = set()
+        for stage in stages(model):
+            for step in stage.steps:
+                self.constants.update(step.constants)
+        for stage in stages(model):
+            self._add(stage)
+
+    def compiled_operators(self) -> list[CompiledOperator]:
+        """The operators compiled so far (for a constant step: none, its result is a constant)."""
+        return [
+            compiled
+            for call in self.calls
+            if isinstance(call, _MappedCall)
+            for _, compiled in call.compiled.values()
+        ]
+
+    def sessions(self) -> list:
+        """The onnxruntime sessions created so far, newest last per stage."""
+        return [
+            session
+            for call in self.calls
+            if isinstance(call, _OtherCall)
+            for session in call.sessions.values()
+        ]
+
+    def check(self, values: Mapping[str, np.ndarray]) -> None:
+        """DmlError for a step the provider cannot create, with these inputs' shapes (once per signature)."""
+        if self.refusals:
+            raise DmlError(self.refusals[0])
+        signature = tuple((name, value.dtype.str, value.shape) for name, value in values.items())
+        if signature in self._checked:
+            return
+        found = refusals(self.model, self.device.feature_level, {**self.constants, **values})
+        if found:
+            raise DmlError(found[0])
+        self._checked.add(signature)
+
+    def _add(self, stage: Stage) -> None:
+        for step in stage.steps:
+            if step.refusal:
+                self.refusals.append(
+                    f"node {step.name}: the provider fails to create its kernel: {step.refusal}"
+                )
+        if stage.outputs and all(name in self.constants for name in stage.inputs):
+            scratch: dict[str, np.ndarray] = {}
+            try:
+                self._call(stage)(scratch)
+            except DmlError as error:  # the provider cannot create it: a run refuses the model
+                self.refusals.append(f"node {stage.steps[0].name}: {error}")
+                return
+            for value in scratch.values():
+                value.flags.writeable = False
+            self.constants.update(scratch)
+        elif stage.outputs:
+            self.calls.append(self._call(stage))
+
+    def _call(self, stage: Stage) -> Call:
+        if stage.mapped:
+            return _MappedCall(self, stage.steps[0])
+        return _OtherCall(self, stage)
+
+
+class _MappedCall:
+    """One mapped step: its variable operands bound per run, its constant ones bound once."""
+
+    def __init__(self, program: Program, step: Step) -> None:
+        self.program = program
+        self.step = step
+        self.output = step.outputs[0]
+        self.variable = tuple(
+            (index, name) for index, name in enumerate(step.inputs) if name and name not in program.constants
+        )
+        self.compiled: dict[tuple, tuple[Described, CompiledOperator]] = {}
+
+    def __call__(self, values: dict[str, np.ndarray]) -> None:
+        operands: list[np.ndarray | None] = [None] * len(self.step.inputs)
+        signature = []
+        for index, name in self.variable:
+            value = values[name]
+            signature.append((value.dtype, value.shape))
+            operands[index] = _bindable(value)
+        key = tuple(signature)
+        found = self.compiled.get(key)
+        if found is None:
+            found = self.compiled[key] = self._compile(values)
+        described, compiled = found
+        if described.dtype in NIBBLES:
+            packed = np.empty((int(np.prod(described.sizes)) + 1) // 2, np.uint8)
+            compiled.execute(operands, [packed])
+            values[self.output] = unpack_int4(packed, described.shape, described.dtype)
+            return
+        out = np.empty(described.sizes, described.dtype)
+        compiled.execute(operands, [out])
+        values[self.output] = out.reshape(described.shape)
+
+    def _compile(self, values: Mapping[str, np.ndarray]) -> tuple[Described, CompiledOperator]:
+        constants = self.program.constants
+        every = [
+            constants[name] if name in constants else values[name] if name else None
+            for name in self.step.inputs
+        ]
+        described = self.step.describe(specs(self.step, {**constants, **values}))
+        owned = tuple(index for index, name in enumerate(self.step.inputs) if name and name in constants)
+        desc = _owned_by_dml(described.desc, owned)
+        compiled = self.program.device.compile_operator(desc)
+        if owned:
+            compiled.initialize(
+                [_bindable(every[index]) if index in owned else None for index in range(len(every))]
+            )
+        return dataclasses.replace(described, desc=desc), compiled
+
+
+class _OtherCall:
+    """A run of other steps: one onnxruntime CPU session (per thread count) over their nodes."""
+
+    def __init__(self, program: Program, stage: Stage) -> None:
+        self.program = program
+        self.stage = stage
+        self.nodes = [node for step in stage.steps for node in step.runs]
+        self.feeds = tuple(name for name in stage.inputs if name not in program.constants)
+        self.frozen = {
+            name: program.constants[name]
+            for name in stage.inputs
+            if name in program.constants and name not in program.model.initializers
+        }
+        self.outputs = list(stage.outputs)
+        self.sessions: dict[tuple, object] = {}
+        dtypes = [program.model.types.get(name) for name in self.feeds]
+        if all(found is not None and found.dtype is not None for found in dtypes):
+            self._session({name: found.dtype for name, found in zip(self.feeds, dtypes)})
+
+    def __call__(self, values: dict[str, np.ndarray]) -> None:
+        feeds = {name: values[name] for name in self.feeds}
+        session = self._session({name: value.dtype for name, value in feeds.items()})
+        values.update(zip(self.outputs, session.run(self.outputs, feeds)))
+
+    def _session(self, dtypes: dict[str, np.dtype]):
+        key = (get_num_threads(), tuple(dtypes.values()))
+        found = self.sessions.get(key)
+        if found is None:
+            found = self.sessions[key] = sessions.ort_session(
+                self.program.model, self.nodes, dtypes, self.outputs, self.frozen
+            )
+        return found
+
+
+def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
+    return [Spec(values[name].dtype, values[name].shape) if name else None for name in step.inputs]
+
+
+def _bindable(value: np.ndarray) -> np.ndarray:
+    """An operand as :meth:`CompiledOperator.execute` binds it: contiguous; 4-bit data packed."""
+    if value.dtype in NIBBLES:
+        return pack_int4(value)
+    return np.ascontiguousarray(value)
+
+
+def _owned_by_dml(desc: OperatorDesc, indices: tuple[int, ...]) -> OperatorDesc:
+    """``desc`` with its input tensors at ``indices`` (in field order) flagged OWNED_BY_DML."""
+    if not indices:
+        return desc
+    fields = [name for name, _ in desc.input_tensors()]
+    flagged: dict[str, object] = {}
+    for index in indices:
+        name, _, element = fields[index].partition("[")
+        if element:  # an element of an array field (QuantizationTensors)
+            array = list(flagged.get(name, getattr(desc, name)))
+            position = int(element.rstrip("]"))
+            array[position] = _owned(array[position])
+            flagged[name] = tuple(array)
+        else:
+            flagged[name] = _owned(getattr(desc, name))
+    return dataclasses.replace(desc, **flagged)
+
+
+def _owned(tensor):
+    return dataclasses.replace(tensor, flags=tensor.flags | TensorFlags.OWNED_BY_DML)
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+
+def checked_inputs(model: Model, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """The caller's inputs as arrays of the declared dtypes and shapes; DmlError naming the first wrong."""
+    if not isinstance(inputs, Mapping):
+        raise DmlError(f"inputs: expected a dict of input name to array, not {type(inputs).__name__}")
+    expected = model.input_names
+    extra = [name for name in inputs if name not in expected]
+    if extra:
+        raise DmlError(f"inputs: {extra[0]!r} is not an input of the model (inputs: {', '.join(expected)})")
+    missing = [name for name in expected if name not in inputs]
+    if missing:
+        raise DmlError(f"inputs: {missing[0]!r} is missing (inputs: {', '.join(expected)})")
+    return {name: _checked_input(model, name, inputs[name]) for name in expected}
+
+
+def _checked_input(model: Model, name: str, value: object) -> np.ndarray:
+    array = np.asarray(value)
+    declared = model.types.get(name)
+    if declared is None:
+        return array
+    if declared.dtype is not None and array.dtype != declared.dtype:
+        raise DmlError(f"inputs[{name!r}]: dtype {array.dtype} is not the model's {declared.dtype}")
+    shape = declared.shape
+    if shape is not None and (
+        len(shape) != array.ndim or any(d is not None and d != s for d, s in zip(shape, array.shape))
+    ):
+        shown = tuple("?" if d is None else d for d in shape)
+        raise DmlError(f"inputs[{name!r}]: shape {array.shape} does not fit the model's {shown}")
+    return array

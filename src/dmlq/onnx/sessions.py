@@ -1,0 +1,129 @@
+"""onnxruntime CPU sessions: for the nodes dmlq does not map, for comparisons, and the check that
+onnxruntime accepts the model at all.
+
+Other nodes keep ONNX's numbers: their sessions run with ``session.disable_quant_qdq`` 1 (no QDQ
+transformer, ``optimizer/graph_transformer_utils.cc``) and without the two quantization fusions
+that option does not turn off (``MatMulIntegerToFloatFusion``, ``DynamicQuantizeMatMulFusion``), so
+no CPU kernel's integer arithmetic passes for DirectML's. onnxruntime's float-only rewrites stay on
+(:data:`FLOAT_FUSIONS`): they change results by float rounding at most.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..errors import DmlError
+from ..threads import get_num_threads
+from .loading import Model
+
+__all__ = [
+    "FLOAT_FUSIONS",
+    "QUANTIZATION_FUSIONS",
+    "at_oldest_ir_version",
+    "cpu_session",
+    "ort_session",
+    "refuse_invalid_graph",
+]
+
+QUANTIZATION_FUSIONS = ("MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion")
+FLOAT_FUSIONS = (  # graph_transformer_utils.cc, level 2 and 3 on the CPU provider: float rounding only
+    "GeluFusion",
+    "LayerNormFusion",
+    "SimplifiedLayerNormFusion",
+    "AttentionFusion",
+    "EmbedLayerNormFusion",
+    "SkipLayerNormFusion",
+    "BiasGeluFusion",
+    "FastGeluFusion",
+    "QuickGeluFusion",
+    "BiasSoftmaxFusion",
+    "MatMulAddFusion",
+    "MatMulScaleFusion",
+    "GemmActivationFusion",
+    "ConvActivationFusion",
+    "ConvAddActivationFusion",
+    "NchwcTransformer",
+)
+
+
+def options(threads: int | None = None, optimized: bool = True):
+    """Session options for ONNX's numbers at ``threads`` (default: dmlq's); no spinning, since dmlq's
+    kernels run between the sessions' runs. ``optimized=False``: no graph optimization at all."""
+    import onnxruntime
+
+    made = onnxruntime.SessionOptions()
+    made.intra_op_num_threads = get_num_threads() if threads is None else threads
+    made.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    made.add_session_config_entry("session.disable_quant_qdq", "1")
+    if not optimized:
+        made.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return made
+
+
+def cpu_session(proto: onnx.ModelProto, session_options, what: str):
+    """An onnxruntime CPU session of ``proto``; a DmlError naming ``what`` when onnxruntime refuses it."""
+    import onnxruntime
+
+    try:
+        return onnxruntime.InferenceSession(
+            proto.SerializeToString(),
+            session_options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=list(QUANTIZATION_FUSIONS),
+        )
+    except Exception as error:  # onnxruntime raises its own exception types for a model it refuses
+        raise DmlError(f"model: onnxruntime CPU cannot run {what}: {str(error).splitlines()[0]}") from None
+
+
+def refuse_invalid_graph(model: Model) -> None:
+    """DmlError with onnxruntime's message where onnxruntime refuses the model (an invalid graph)."""
+    cpu_session(at_oldest_ir_version(model), options(1, optimized=False), "the model")
+
+
+def ort_session(
+    model: Model,
+    nodes: Sequence[onnx.NodeProto],
+    feeds: Mapping[str, np.dtype],
+    outputs: Sequence[str],
+    constants: Mapping[str, np.ndarray] | None = None,
+    session_options=None,
+):
+    """A session computing ``nodes`` of ``model`` from inputs of these dtypes; ``constants`` are
+    values computed once (dequantized weights), given as initializers so that onnxruntime may
+    pre-pack them as it does the model's own."""
+    used = {name for node in nodes for name in node.input}
+    graph = helper.make_graph(
+        list(nodes),
+        "dmlq_other",
+        [
+            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(dtype), None)
+            for name, dtype in feeds.items()
+        ],
+        [onnx.ValueInfoProto(name=name) for name in outputs],
+        initializer=[tensor for tensor in model.graph.initializer if tensor.name in used]
+        + [numpy_helper.from_array(np.asarray(value), name) for name, value in (constants or {}).items()],
+    )
+    sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=ir_version(model))
+    sub.functions.extend(model.proto.functions)
+    names = ", ".join(node.name or node.op_type for node in nodes)
+    return cpu_session(sub, session_options or options(), f"node(s) {names}")
+
+
+def at_oldest_ir_version(model: Model) -> onnx.ModelProto:
+    """The model as onnxruntime should read it: at :func:`ir_version`."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    proto.ir_version = ir_version(model)
+    return proto
+
+
+def ir_version(model: Model) -> int:
+    """The IR version of the models dmlq hands onnxruntime: the oldest the model's opsets allow, so an
+    onnxruntime older than the onnx that wrote the model (which records its own, newer IR) still reads
+    them; never newer than the model's own."""
+    needed = helper.find_min_ir_version_for(list(model.proto.opset_import), ignore_unknown=True)
+    return min(model.proto.ir_version, needed)
