@@ -185,11 +185,10 @@ def _check(args: argparse.Namespace) -> int:
     valid = sum(verdict.valid is not False for verdict in mapped)
     missing = sum(bool(verdict.missing) for verdict in verdicts)
     refused = sum(verdict.valid is False for verdict in verdicts if not verdict.operator)
-    print(
-        f"{valid} of {len(mapped)} DirectML operators valid at feature level {args.feature_level.label}; "
-        f"{len(verdicts) - len(mapped)} other step(s) computed by onnxruntime CPU, {missing} of them "
-        "DirectML operators dmlq does not have yet"
-    )
+    others = f"{len(verdicts) - len(mapped)} other step(s) computed by onnxruntime CPU"
+    if missing:
+        others += f", {missing} of them DirectML operators dmlq does not have yet"
+    print(f"{valid} of {len(mapped)} DirectML operators valid at feature level {args.feature_level.label}; {others}")
     return 0 if valid == len(mapped) and not refused else 1
 
 
