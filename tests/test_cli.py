@@ -508,20 +508,53 @@ def test_a_bad_thread_count_in_the_environment_is_a_warning_line(tmp_path, value
     )
 
 
-def test_ctrl_c_during_quantize_is_one_line_exit_130_and_removes_the_output(tmp_path):
-    np.save(tmp_path / "x.npy", np.zeros(2**24, np.float32))  # 64 MiB in 4 KiB chunks: thousands of tasks
-    command = [console_script(), "quantize", "x.npy", "q.npy", "--scale", "1", "--chunk-mb", "0.004"]
+def started_writing(output: Path) -> bool:
+    """A .npy output exists once the job computes; a Zarr array once its first chunk is written (chunk
+    files are what Ctrl-C used to race with: the removal met chunks written after it began)."""
+    return output.exists() if output.suffix == ".npy" else any((output / "c").glob("*"))
+
+
+def zero_floats(count: int) -> np.ndarray:
+    return np.zeros(count, np.float32)
+
+
+def random_floats(count: int) -> np.ndarray:
+    return np.random.default_rng(0).random(count, np.float32)
+
+
+def random_bytes(count: int) -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 256, count, np.uint8)
+
+
+# 2**24 values: thousands of tasks in 4 KiB chunks, hundreds of Zarr chunks in 256 KiB ones (random values:
+# Zarr writes no chunk holding only its fill value, 0)
+@pytest.mark.parametrize(
+    ("command", "values", "target", "chunk_mb"),
+    [
+        ("quantize", zero_floats, "out.npy", "0.004"),
+        ("quantize", random_floats, "out.zarr", "0.25"),
+        ("dequantize", random_bytes, "out.zarr", "0.25"),
+    ],
+    ids=["quantize-npy", "quantize-zarr", "dequantize-zarr"],
+)
+def test_ctrl_c_during_a_job_is_one_line_exit_130_and_removes_the_output(
+    tmp_path, command, values, target, chunk_mb
+):
+    if target.endswith(".zarr"):
+        pytest.importorskip("zarr", reason="Zarr arrays need Python >= 3.11 and zarr >= 3")
+    np.save(tmp_path / "in.npy", values(2**24))
+    command = [console_script(), command, "in.npy", target, "--scale", "1", "--chunk-mb", chunk_mb]
     env = {**os.environ, "PYTHONPATH": str(SOURCE_ROOT)}
     job = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 60
-    while not (tmp_path / "q.npy").exists() and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # the output file exists once the job has started computing
+    while not started_writing(tmp_path / target) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     job.send_signal(signal.SIGINT)
     stdout, stderr = job.communicate(timeout=60)
     assert (job.returncode, stdout, stderr) == (130, "", "dmlq: interrupted\n")
-    assert not (tmp_path / "q.npy").exists()
+    assert not (tmp_path / target).exists()
 
 
 COMMANDS_THAT_PRINT = [

@@ -46,8 +46,11 @@ import contextlib
 import dataclasses
 import math
 import shutil
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -322,10 +325,29 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
                        f"not the input's {data.shape}")  # fmt: skip
     try:  # from the output's creation on: an interrupt while the graph is built leaves a file too
-        _run(_write(result, target.resolve(), array), scheduler, progress)
+        with _interrupts_held():  # Zarr creates an array on its own event loop, which Ctrl-C does not stop
+            store = _write(result, target.resolve(), array)
+        _run(store, scheduler, progress)
     except BaseException:
-        _remove(target)
+        with _interrupts_held():  # a second Ctrl-C does not leave half the output behind
+            _remove(target)
         raise
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block takes effect when the block is done, as it would have then."""
+    if threading.current_thread() is not threading.main_thread():  # only it receives signals
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)
 
 
 def _is_npy(path: Path) -> bool:
@@ -407,8 +429,8 @@ def _run(store, scheduler: str, progress: bool) -> None:
     if scheduler == "threads":
         from dask.diagnostics import ProgressBar
 
-        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
-            store.compute(scheduler="threads")
+        with _threads() as pool, ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+            store.compute(scheduler="threads", pool=pool)
         return
     from distributed import Client
     from distributed import progress as show_progress
@@ -419,6 +441,22 @@ def _run(store, scheduler: str, progress: bool) -> None:
             with contextlib.redirect_stdout(sys.stderr):  # distributed draws its bar on stdout
                 show_progress(future)
         future.result()
+
+
+@contextlib.contextmanager
+def _threads() -> Iterator[ThreadPoolExecutor]:
+    """A thread pool for one job, as many threads as Dask's own, shut down at the end of the block
+    once its running tasks are done, whatever ends it: an interrupt stops only the thread that waits
+    for the tasks, and the output is removed after the last write into it, not during one."""
+    import dask
+    from dask.system import CPU_COUNT
+
+    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or CPU_COUNT)
+    try:
+        yield pool
+    finally:
+        with _interrupts_held():
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _remove(path: Path) -> None:
