@@ -593,8 +593,9 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args, output_buffering):
     assert (result.returncode, result.stderr) == (0, "")
 
 
-def test_version_names_the_kernels_in_use(tmp_path):
-    result = dmlq_cli("--version", cwd=tmp_path, DMLQ_NUM_THREADS="1")
+@pytest.mark.parametrize("columns", ["40", "200"])
+def test_version_names_the_kernels_in_use_on_one_line_at_any_width(tmp_path, columns):
+    result = dmlq_cli("--version", cwd=tmp_path, DMLQ_NUM_THREADS="1", COLUMNS=columns)
     levels = ", ".join(available_levels())
     expected = f"dmlq {dmlq.__version__} (kernels: {_core.detected_level()} of {levels}; threads: 1)\n"
     assert (result.returncode, result.stdout) == (0, expected)

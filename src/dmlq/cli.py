@@ -115,13 +115,25 @@ def version_line() -> str:
             f"threads: {_core.get_num_threads()})")  # fmt: skip
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: :func:`version_line` as one line (argparse's version action wraps it at the
+    terminal's width)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlq",
         description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models; "
         "run, check and compare ONNX models (MODEL.onnx).",
     )
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=_PrintVersion, help="print the version line and exit")
     parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_subcommand in SUBCOMMANDS:
