@@ -13,6 +13,14 @@ Its names load on first use (PEP 562), so that the command line's parser (:mod:`
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what __getattr__ gives, as type checkers see it
+    from .checking import Verdict, check
+    from .comparing import Difference, Report, compare
+    from .loading import Model, load
+    from .running import run
+    from .staging import OTHER
 
 __all__ = ["OTHER", "Difference", "Model", "Report", "Verdict", "check", "compare", "load", "run"]
 
