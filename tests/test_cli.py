@@ -17,7 +17,7 @@ import pytest
 
 import dmlq
 from dmlq import _core
-from dmlq.cli import build_parser
+from dmlq.cli import build_parser, main
 from dmlq.dxdispatch import load_model
 from dmlq.kernels import available_levels
 
@@ -469,6 +469,45 @@ def test_help(tmp_path, subcommand):
     assert result.returncode == 0
     assert result.stdout.startswith(" ".join(["usage: dmlq", *subcommand]))
     assert "options:" in result.stdout
+
+
+def help_text(capsys, *subcommand: str) -> str:
+    """``dmlq SUBCOMMAND --help`` as one line of words: what it says, not where a terminal wraps it."""
+    with pytest.raises(SystemExit) as stop:
+        main([*subcommand, "--help"])
+    assert stop.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_quantize_help_names_every_output_type(capsys):
+    text = help_text(capsys, "quantize")
+    assert "to uint8, int8, uint4 or int4 (4-bit values written one per byte)" in text
+    assert "--dtype {uint8,int8,uint4,int4}" in text
+
+
+@pytest.mark.parametrize(
+    ("subcommand", "measured"), [("quantize", "input"), ("dequantize", "float32 output")]
+)
+def test_chunk_mb_help_names_the_side_it_measures(capsys, subcommand, measured):
+    assert f"--chunk-mb N MiB of {measured} per chunk (default: 64)" in help_text(capsys, subcommand)
+
+
+def test_run_help_lists_the_onnx_options(capsys):
+    text = help_text(capsys, "run")
+    assert (
+        "options for an ONNX model (MODEL.onnx): --input NAME=FILE.npy, -i NAME=FILE.npy an input from a "
+        ".npy file (repeat for each input) --output-dir DIR, -o DIR write each output to DIR/NAME.npy" in text
+    )
+
+
+def test_onnx_options_with_a_dxdispatch_model_are_one_line_exit_2(tmp_path):
+    result = dmlq_cli("run", str(EXAMPLES / "add.json"), "--output-dir", "out", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "dmlq: error: --input, --output-dir: for an ONNX model (MODEL.onnx); a DxDispatch model names its "
+        "inputs and outputs itself\n"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

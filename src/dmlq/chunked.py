@@ -473,10 +473,11 @@ def _remove(path: Path) -> None:
 def add_quantize(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
         "quantize", help="quantize a Zarr or .npy array chunk by chunk",
-        description="Quantize a Zarr array or .npy file to uint8 or int8, chunk by chunk with bounded "
-        "memory, into a new Zarr array or .npy file: clamp(round(x / scale) + zero_point).",
+        description="Quantize a Zarr array or .npy file to uint8, int8, uint4 or int4 (4-bit values "
+        "written one per byte), chunk by chunk with bounded memory, into a new Zarr array or .npy file: "
+        "clamp(round(x / scale) + zero_point).",
     )  # fmt: skip
-    _add_job_arguments(parser)
+    _add_job_arguments(parser, chunk_measure="input")
     parser.add_argument("--dtype", choices=("uint8", "int8", "uint4", "int4"),
                         help="output type (default: uint8); uint4 and int4 are written as uint8/int8 "
                         "values, one per byte")  # fmt: skip
@@ -489,13 +490,15 @@ def add_dequantize(subcommands: argparse._SubParsersAction) -> None:
         description="Dequantize a Zarr array or .npy file of integers to float32, chunk by chunk with "
         "bounded memory, into a new Zarr array or .npy file: (q - zero_point) * scale.",
     )  # fmt: skip
-    _add_job_arguments(parser)
+    _add_job_arguments(parser, chunk_measure="float32 output")
     parser.add_argument("--dtype", choices=("uint4", "int4"),
                         help="read the input's uint8/int8 values as 4-bit ones (each in range)")  # fmt: skip
     parser.set_defaults(handler=_dequantize)
 
 
-def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_job_arguments(parser: argparse.ArgumentParser, chunk_measure: str) -> None:
+    """The options both jobs take; ``chunk_measure`` names the larger side, which ``--chunk-mb``
+    measures (see :func:`_transform`)."""
     parser.add_argument("source", type=Path, metavar="IN", help="a Zarr array, or a file ending in .npy")
     parser.add_argument("target", type=Path, metavar="OUT",
                         help="a new .npy file if it ends so (any case), else a new Zarr array")  # fmt: skip
@@ -510,8 +513,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="blocks of N along --axis, each with its own scale and zero point "
                         "(ONNX's block_size); N must divide the axis")  # fmt: skip
     parser.add_argument("--chunk-mb", type=float, default=DEFAULT_CHUNK_MB, metavar="N",
-                        help=f"MiB of input per chunk (default: {DEFAULT_CHUNK_MB}); a Zarr input is "
-                        "read in whole Zarr chunks, one at a time if a Zarr chunk is bigger")  # fmt: skip
+                        help=f"MiB of {chunk_measure} per chunk (default: {DEFAULT_CHUNK_MB}); a Zarr "
+                        "input is read in whole Zarr chunks, one at a time if one is bigger")  # fmt: skip
     parser.add_argument("--scheduler", default="threads", metavar="threads|ADDRESS",
                         help="Dask's threaded scheduler (default), or the address of a "
                         "dask.distributed scheduler, e.g. tcp://127.0.0.1:8786")  # fmt: skip

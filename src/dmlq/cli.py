@@ -34,6 +34,7 @@ from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_mo
 from .errors import DmlError
 from .kernels import available_levels
 from .onnx.cli import add_compare, names_an_onnx_model
+from .onnx.cli import add_model_options as add_onnx_options
 from .onnx.cli import main as onnx_main
 from .ops import OPERATORS
 from .types import FeatureLevel
@@ -149,7 +150,8 @@ def _feature_level(text: str) -> FeatureLevel:
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="MODEL.json", help="a DxDispatch JSON model")
+    parser.add_argument("model", type=Path, metavar="MODEL.json",
+                        help="a DxDispatch JSON model (or an ONNX model, MODEL.onnx)")  # fmt: skip
     parser.add_argument(
         "--feature-level", "-l", type=_feature_level, default=FeatureLevel.newest(), metavar="L",
         help=f"DirectML feature level to validate against, e.g. 4_0 (default: {FeatureLevel.newest()})",
@@ -161,16 +163,22 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_run(subcommands: argparse._SubParsersAction) -> None:
     parser = subcommands.add_parser(
-        "run", help="execute a DxDispatch model (a MODEL.onnx: dmlq run MODEL.onnx --help)",
+        "run", help="execute a DxDispatch model, or compute an ONNX model's outputs (MODEL.onnx)",
         description="Execute a DxDispatch model: compile every dispatchable at the feature level, then run "
         "the commands (dispatch, print, writeFile) in order. writeFile targets are relative to the "
-        "working directory; sourcePath files are looked up next to the model, then there.",
+        "working directory; sourcePath files are looked up next to the model, then there. An ONNX model "
+        "(MODEL.onnx, with the onnx extra) computes its outputs instead: mapped nodes on dmlq's "
+        "operators, the others on onnxruntime CPU.",
     )  # fmt: skip
     _add_model_arguments(parser)
+    add_onnx_options(parser.add_argument_group("options for an ONNX model (MODEL.onnx)"), "run")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.input or args.output_dir is not None:  # an ONNX model's run never comes here
+        raise DmlError("--input, --output-dir: for an ONNX model (MODEL.onnx); a DxDispatch model "
+                       "names its inputs and outputs itself")  # fmt: skip
     run_model(load_model(args.model), args.feature_level, sys.stdout)
     return 0
 

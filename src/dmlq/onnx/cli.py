@@ -27,7 +27,7 @@ from ..types import FeatureLevel
 if TYPE_CHECKING:
     from .checking import Verdict
 
-__all__ = ["add_compare", "main", "names_an_onnx_model"]
+__all__ = ["add_compare", "add_model_options", "main", "names_an_onnx_model"]
 
 COMMANDS = {
     "run": "compute the model's outputs (mapped nodes on dmlq, others on onnxruntime CPU)",
@@ -83,6 +83,13 @@ def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
         metavar="L",
         help=f"DirectML feature level (default: {FeatureLevel.newest()})",
     )
+    add_model_options(command, name)
+    command.set_defaults(handler={"run": _run, "check": _check, "compare": _compare}[name])
+
+
+def add_model_options(command: argparse.ArgumentParser | argparse._ArgumentGroup, name: str) -> None:
+    """The options ``name`` (run, check or compare) takes for an ONNX model beyond its feature level;
+    ``dmlq run --help`` lists run's too, as a group of the DxDispatch run's parser."""
     if name != "check":
         command.add_argument(
             "--input",
@@ -102,7 +109,6 @@ def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
         )
     if name == "compare":
         command.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default: 0)")
-    command.set_defaults(handler={"run": _run, "check": _check, "compare": _compare}[name])
 
 
 def _front_end(module: str) -> ModuleType:
