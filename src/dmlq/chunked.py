@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -470,7 +471,7 @@ def _remove(path: Path) -> None:
 # -- the dmlq quantize / dequantize subcommands (registered in dmlq.cli) ---------------------------
 
 
-def add_quantize(subcommands: argparse._SubParsersAction) -> None:
+def add_quantize(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "quantize", help="quantize a Zarr or .npy array chunk by chunk",
         description="Quantize a Zarr array or .npy file to uint8, int8, uint4 or int4 (4-bit values "
@@ -484,7 +485,7 @@ def add_quantize(subcommands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_quantize)
 
 
-def add_dequantize(subcommands: argparse._SubParsersAction) -> None:
+def add_dequantize(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "dequantize", help="dequantize a Zarr or .npy array chunk by chunk",
         description="Dequantize a Zarr array or .npy file of integers to float32, chunk by chunk with "

@@ -25,7 +25,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import __version__, _core
 from .activations import ACTIVATIONS
@@ -87,7 +87,8 @@ def _show_warning(message: Warning | str, *details: object, **more: object) -> N
 
 def _handle(args: argparse.Namespace) -> int:
     try:
-        return args.handler(args)
+        status: int = args.handler(args)
+        return status
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
@@ -161,7 +162,7 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
 # -- run ------------------------------------------------------------------------------------------------
 
 
-def _add_run(subcommands: argparse._SubParsersAction) -> None:
+def _add_run(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "run", help="execute a DxDispatch model, or compute an ONNX model's outputs (MODEL.onnx)",
         description="Execute a DxDispatch model: compile every dispatchable at the feature level, then run "
@@ -186,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
 # -- check ----------------------------------------------------------------------------------------------
 
 
-def _add_check(subcommands: argparse._SubParsersAction) -> None:
+def _add_check(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "check", help="validate a model's dispatchables at a feature level (a MODEL.onnx: its nodes)",
         description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
@@ -227,7 +228,7 @@ def _describe(verdict: Verdict, level: FeatureLevel) -> str:
 # -- ops ------------------------------------------------------------------------------------------------
 
 
-def _add_ops(subcommands: argparse._SubParsersAction) -> None:
+def _add_ops(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "ops", help="list the operators and fused activations with their feature levels",
         description="List the operators dmlq runs and the activations ELEMENT_WISE_ADD1 fuses, with the "
@@ -259,6 +260,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     )
 
 
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[Any]], None]] = [
     _add_run, _add_check, add_compare, _add_ops, add_quantize, add_dequantize,
 ]  # fmt: skip

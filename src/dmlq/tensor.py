@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import SupportsIndex
+from typing import SupportsIndex, TypeGuard
 
 from .types import DataType, TensorFlags
 
@@ -242,24 +242,24 @@ def _parsed_data_type(value: object) -> object:
 def _plain_ints(values: object) -> object:
     """A sequence as a tuple of Python ints (from NumPy integers too); anything that is not a
     sequence, and elements that are not integers, stay as given for validation to report."""
-    if isinstance(values, (str, bytes)):
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         return values
     try:
         return tuple(_plain_int(value) for value in values)
-    except TypeError:  # not iterable
+    except TypeError:  # iterable by its type, not as it is (a 0-d array)
         return values
 
 
 def _plain_int(value: object) -> object:
-    if isinstance(value, (bool, int)):
+    if isinstance(value, (bool, int)) or not isinstance(value, SupportsIndex):
         return value
     try:
         return operator.index(value)
-    except TypeError:
+    except TypeError:  # an index by its type, not as it is (an array of more than one element)
         return value
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import DmlError
 from ..types import FeatureLevel
-from .loading import Model, load
+from .loading import Model, ModelSource, load
 from .mapping import Spec, Step, node_name
 from .staging import OTHER, stages
 
@@ -42,7 +42,7 @@ class Verdict:
         return ", ".join(self.nodes)
 
 
-def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdict]:
+def check(model: ModelSource, feature_level: FeatureLevel | str | None = None) -> list[Verdict]:
     """One verdict per step (a mapped node or QDQ group, or a node onnxruntime CPU computes).
 
     >>> import numpy as np
@@ -80,7 +80,7 @@ def refuse_invalid(model: Model, level: FeatureLevel, values: Mapping[str, np.nd
 def _verdict(step: Step, level: FeatureLevel, specs: list[Spec | None] | None) -> Verdict:
     names = tuple(node_name(node) for node in step.covers)
     op_types = tuple(node.op_type for node in step.covers)
-    if not step.mapped:
+    if step.operator is None:  # not mapped
         return Verdict(names, op_types, None, None, None, OTHER, step.rule)
     operator = step.operator.TYPE_NAME
     if specs is None:
@@ -101,7 +101,7 @@ def _static_specs(
     model: Model, step: Step, values: Mapping[str, np.ndarray] | None = None, symbolic: int | None = 1
 ) -> list[Spec | None] | None:
     """The step's operand specs before running; a symbolic dimension is ``symbolic`` (None: unknown)."""
-    specs = []
+    specs: list[Spec | None] = []
     for name in step.inputs:
         if not name:
             specs.append(None)
@@ -112,7 +112,9 @@ def _static_specs(
         found = model.types.get(name)
         if found is None or found.dtype is None or found.shape is None:
             return None
-        if symbolic is None and None in found.shape:
+        shape = tuple(symbolic if d is None else d for d in found.shape)
+        known = tuple(d for d in shape if d is not None)
+        if len(known) < len(shape):  # a symbolic dimension, and symbolic None: unknown
             return None
-        specs.append(Spec(found.dtype, tuple(symbolic if d is None else d for d in found.shape)))
+        specs.append(Spec(found.dtype, known))
     return specs

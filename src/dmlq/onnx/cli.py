@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -54,13 +54,14 @@ def main(argv: Sequence[str]) -> int:
         _add_command(commands, name)
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        status: int = args.handler(args)
+        return status
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
 
 
-def add_compare(subcommands: argparse._SubParsersAction) -> None:
+def add_compare(subcommands: argparse._SubParsersAction[Any]) -> None:
     """``dmlq compare``, as one of the command line's subcommands."""
     _add_command(subcommands, "compare")
 
@@ -72,7 +73,7 @@ def _feature_level(text: str) -> FeatureLevel:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
+def _add_command(subcommands: argparse._SubParsersAction[Any], name: str) -> None:
     command = subcommands.add_parser(name, help=f"ONNX: {COMMANDS[name]}", description=COMMANDS[name])
     command.add_argument("model", type=Path, metavar="MODEL.onnx")
     command.add_argument(

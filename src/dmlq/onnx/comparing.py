@@ -32,7 +32,8 @@ from ..ops import (
     ElementWiseQuantizeLinear,
     QuantizedLinearMatrixMultiply,
 )
-from .loading import Model, load
+from ..types import FeatureLevel
+from .loading import Model, ModelSource, load
 from .mapping import Step
 from .ort_int8 import pair_saturation, u8s8_saturates
 from .running import at_oldest_ir_version, checked_inputs, cpu_session, execute, ort_session
@@ -114,7 +115,8 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     )
 
 
-def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, feature_level=None) -> Report:
+def compare(model: ModelSource, inputs: Mapping[str, object] | None = None, seed: int = 0,
+            feature_level: FeatureLevel | str | None = None) -> Report:  # fmt: skip
     """Run ``model`` with dmlq and with onnxruntime CPU and report where they differ, and why.
 
     Inputs not given are drawn at random from ``seed`` (their names are in ``report.drawn``).

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import onnx
@@ -62,7 +63,11 @@ class Model:
         return self.opsets.get("" if domain in DEFAULT_DOMAINS else domain, 0)
 
 
-def load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
+# What load, check, run and compare take.
+ModelSource: TypeAlias = "str | os.PathLike[str] | bytes | onnx.ModelProto | Model"
+
+
+def load(model: ModelSource) -> Model:
     """A :class:`Model` from a path, serialized bytes or a ``ModelProto``; DmlError if it is not one.
 
     >>> from onnx import helper, TensorProto
@@ -100,6 +105,7 @@ def _proto(model: object) -> onnx.ModelProto:
         where = repr(str(path))
     else:
         raise DmlError(f"model: expected a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    proto: onnx.ModelProto | None
     try:
         proto = onnx.ModelProto.FromString(data)
     except Exception:  # protobuf's DecodeError and its relatives name nothing useful

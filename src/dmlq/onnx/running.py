@@ -21,7 +21,7 @@ from ..ops import OperatorDesc
 from ..threads import get_num_threads
 from ..types import FeatureLevel, TensorFlags
 from .checking import refuse_invalid
-from .loading import Model, load
+from .loading import Model, ModelSource, load
 from .mapping import Described, Spec, Step
 from .staging import Stage, stages
 
@@ -29,7 +29,7 @@ __all__ = ["execute", "run"]
 
 
 def run(
-    model, inputs: Mapping[str, object], feature_level: FeatureLevel | str | None = None
+    model: ModelSource, inputs: Mapping[str, object], feature_level: FeatureLevel | str | None = None
 ) -> dict[str, np.ndarray]:
     """The model's outputs as the DirectML provider computes its mapped nodes: ``{name: array}``.
 
