@@ -8,7 +8,8 @@ tests check dmlq against are written independently of ``dmlq.reference``:
   correctly rounded float32 result (double rounding is innocuous because 53 >= 2 * 24 + 2).
 * ``round()`` on a Python float or ``Fraction`` rounds halves to even.
 
-``LEVELS`` are the CPU levels this machine runs, and the ``level`` fixture runs a test at each.
+``LEVELS`` are the CPU levels this machine runs, and the ``level`` fixture runs a test at each. Every
+test starts from a new process's state (``fresh_state``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pytest
 
-from dmlq import _core
+from dmlq import _core, numpy_api
 from dmlq.kernels import available_levels
 
 BYTE_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -120,14 +121,31 @@ def read_strided(buffer: np.ndarray, sizes: Sequence[int], strides: Sequence[int
 
 
 LEVELS = available_levels()
+DEFAULT_THREADS = _core.get_num_threads()  # DMLQ_NUM_THREADS's, or the cores this process may use
+
+
+def start_afresh() -> None:
+    """The state a new process has: the detected kernel level, the default thread count, and no
+    operator compiled by the NumPy layer."""
+    _core.set_level(_core.detected_level())
+    _core.set_num_threads(DEFAULT_THREADS)
+    numpy_api._COMPILED.clear()
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    """Each test starts, and leaves the next one (a doctest of README.md too), in a new process's
+    state, so that no result depends on which tests ran before it (the suite runs in random order)."""
+    start_afresh()
+    yield
+    start_afresh()
 
 
 @pytest.fixture(params=LEVELS)
 def level(request: pytest.FixtureRequest):
-    """The test runs at each CPU level this machine has (the detected one again afterwards)."""
+    """The test runs at each CPU level this machine has (``fresh_state`` restores the detected one)."""
     _core.set_level(request.param)
-    yield request.param
-    _core.set_level(_core.detected_level())
+    return request.param
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def random_operands(seed: int, shape, blocks, dtype, float_type):
 
 @pytest.mark.parametrize(
     ("case", "dtype", "float_type", "with_zero_point"),
-    itertools.product(SHAPES, (INT4, UINT4), (np.float32, np.float16), (False, True)),
+    list(itertools.product(SHAPES, (INT4, UINT4), (np.float32, np.float16), (False, True))),
 )
 def test_dequantize_is_bit_identical(level, threads, case, dtype, float_type, with_zero_point) -> None:
     shape, blocks = case
@@ -129,7 +129,7 @@ def adversarial_operands(sizes, block_cols, dtype, float_type):
 
 @pytest.mark.parametrize(
     ("layout", "dtype", "float_type", "with_zero_point"),
-    itertools.product(ADVERSARIAL_LAYOUTS, (INT4, UINT4), (np.float32, np.float16), (False, True)),
+    list(itertools.product(ADVERSARIAL_LAYOUTS, (INT4, UINT4), (np.float32, np.float16), (False, True))),
 )
 def test_dequantize_matches_on_adversarial_scales(level, layout, dtype, float_type, with_zero_point) -> None:
     q, scale, zero_point, _ = adversarial_operands(*layout, dtype, float_type)
@@ -142,8 +142,10 @@ def test_dequantize_matches_on_adversarial_scales(level, layout, dtype, float_ty
 
 @pytest.mark.parametrize(
     ("layout", "dtype", "float_type", "with_zero_point", "reciprocal"),
-    itertools.product(
-        ADVERSARIAL_LAYOUTS, (INT4, UINT4), (np.float32, np.float16), (False, True), (False, True)
+    list(
+        itertools.product(
+            ADVERSARIAL_LAYOUTS, (INT4, UINT4), (np.float32, np.float16), (False, True), (False, True)
+        )
     ),
 )
 def test_quantize_matches_on_adversarial_inputs(
@@ -184,7 +186,11 @@ def tie_operands(block: int, dtype, float_type):
 
 @pytest.mark.parametrize(
     ("block", "dtype", "float_type", "with_zero_point", "reciprocal"),
-    itertools.product(TIE_BLOCK_SIZES, (INT4, UINT4), (np.float32, np.float16), (False, True), (False, True)),
+    list(
+        itertools.product(
+            TIE_BLOCK_SIZES, (INT4, UINT4), (np.float32, np.float16), (False, True), (False, True)
+        )
+    ),
 )
 def test_quantize_matches_on_ties_and_specials_at_every_position(
     level, block, dtype, float_type, with_zero_point, reciprocal

@@ -38,14 +38,14 @@ def refusal(desc, level="6_4") -> str:
     return str(error.value)
 
 
-@pytest.mark.parametrize(("x", "out", "zero_point"), itertools.product(FLOATS, INTEGERS, (False, True)))
+@pytest.mark.parametrize(("x", "out", "zero_point"), list(itertools.product(FLOATS, INTEGERS, (False, True))))
 def test_quantize_rows_accepted_at_6_3_refused_at_6_2(x, out, zero_point) -> None:
     desc = quantize(x, out, zero_point=zero_point)
     assert desc.minimum_feature_level() == FeatureLevel.FL_6_3
     assert refusal(desc, "6_2") == "Quantize: operator needs feature level 6_3 (device is 6_2)"
 
 
-@pytest.mark.parametrize(("q", "out", "zero_point"), itertools.product(INTEGERS, FLOATS, (False, True)))
+@pytest.mark.parametrize(("q", "out", "zero_point"), list(itertools.product(INTEGERS, FLOATS, (False, True))))
 def test_dequantize_rows_accepted_at_6_3_refused_at_6_2(q, out, zero_point) -> None:
     desc = dequantize(q, out, zero_point=zero_point)
     assert desc.minimum_feature_level() == FeatureLevel.FL_6_3

@@ -51,7 +51,7 @@ def random_case(seed: int, shape, axis: int, block: int, dtype):
 
 
 @pytest.mark.parametrize(
-    ("case", "dtype", "with_zero_point"), itertools.product(CASES, (INT4, UINT4), (0, 1))
+    ("case", "dtype", "with_zero_point"), list(itertools.product(CASES, (INT4, UINT4), (0, 1)))
 )
 def test_quantize_equals_onnx_reference(case, dtype, with_zero_point) -> None:
     shape, axis, block = case
@@ -68,7 +68,7 @@ def test_quantize_equals_onnx_reference(case, dtype, with_zero_point) -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "dtype", "with_zero_point"), itertools.product(CASES, (INT4, UINT4), (0, 1))
+    ("case", "dtype", "with_zero_point"), list(itertools.product(CASES, (INT4, UINT4), (0, 1)))
 )
 def test_dequantize_equals_onnx_reference(case, dtype, with_zero_point) -> None:
     shape, axis, block = case

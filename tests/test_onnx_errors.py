@@ -3,7 +3,6 @@ writing nothing; ``import dmlq`` does not import onnx or onnxruntime."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -161,7 +160,7 @@ def test_help_lists_compare_and_routes_onnx_models_to_their_own_help(capsys) -> 
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     assert exit_.value.code == 0
-    assert re.search(r"^ +compare +ONNX: compare with onnxruntime", capsys.readouterr().out, re.MULTILINE)
+    assert "compare ONNX: compare with onnxruntime" in " ".join(capsys.readouterr().out.split())  # any width
     with pytest.raises(SystemExit):
         main(["run", "m.onnx", "--help"])
     assert "--output-dir DIR" in capsys.readouterr().out

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import dmlq.onnx as dx
+from dmlq.onnx import comparing
 from dmlq.onnx.running import execute
 from onnx_oracle import assert_steps_match_numpy_layer, ort_outputs
 
@@ -41,7 +42,7 @@ def quantized(request):
 
 def test_mapped_steps_match_the_numpy_layer(quantized) -> None:
     loaded = dx.load(quantized)
-    feeds = dx.comparing.random_inputs(loaded, 1, loaded.input_names)
+    feeds = comparing.random_inputs(loaded, 1, loaded.input_names)
     values = {}
     execute(loaded, feeds, keep=values)
     assert assert_steps_match_numpy_layer(loaded, values) >= 3
@@ -49,13 +50,13 @@ def test_mapped_steps_match_the_numpy_layer(quantized) -> None:
 
 def test_compare_counts_what_an_independent_comparison_finds(quantized) -> None:
     loaded = dx.load(quantized)
-    feeds = dx.comparing.random_inputs(loaded, 2, loaded.input_names)
+    feeds = comparing.random_inputs(loaded, 2, loaded.input_names)
     report = dx.compare(loaded, feeds)
     ours = dx.run(loaded, feeds)
     theirs = ort_outputs(quantized, feeds)
     for difference, name, expected in zip(report.outputs, loaded.output_names, theirs):
         assert difference.differing == np.count_nonzero(ours[name] != expected)
-        assert not difference.differing or difference.cause != dx.comparing.UNEXPLAINED
+        assert not difference.differing or difference.cause != comparing.UNEXPLAINED
     mapped = [d for d in report.nodes if d.differing is not None]
     assert mapped and all(d.differing == 0 or d.cause for d in mapped)
     others = [d for d in report.nodes if d.differing is None]

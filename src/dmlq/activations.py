@@ -17,10 +17,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import DmlError
 from .reference.erf import erf
@@ -33,6 +35,7 @@ __all__ = [
 ]  # fmt: skip
 
 FL = FeatureLevel
+Values = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,12 @@ class Activation(abc.ABC):
         with np.errstate(all="ignore"):
             return self._formula(np.asarray(x, dtype=np.float64), *self.parameters())
 
-    @abc.abstractmethod
-    def _formula(self, x: np.ndarray, *params: np.float64) -> np.ndarray:
-        """The activation's formula; NaN in gives NaN out."""
+    # The activation's formula on float64 values and the parameters (float64); NaN in gives NaN out.
+    # Each class's own signature names its parameters, so it is declared as any callable here.
+    _formula: ClassVar[Callable[..., Values]]
 
 
-def _at_least_zero(x: np.ndarray) -> np.ndarray:
+def _at_least_zero(x: Values) -> Values:
     """max(0, x), with NaN and a zero of either sign passing through unchanged.
 
     Written out rather than ``np.maximum(0.0, x)``, whose zero sign NumPy picks per CPU (-0.0 on
@@ -85,7 +88,7 @@ def _at_least_zero(x: np.ndarray) -> np.ndarray:
     return np.where(x < 0.0, 0.0, x)
 
 
-def _at_most(x: np.ndarray, limit: float) -> np.ndarray:
+def _at_most(x: Values, limit: float) -> Values:
     """min(x, limit), with NaN and a zero of either sign passing through unchanged (as ``_at_least_zero``).
 
     >>> _at_most(np.array([-2.0, 0.0, 3.0, np.nan]), 0.0)
@@ -94,7 +97,7 @@ def _at_most(x: np.ndarray, limit: float) -> np.ndarray:
     return np.where(x > limit, limit, x)
 
 
-def _tanh(x: np.ndarray) -> np.ndarray:
+def _tanh(x: Values) -> Values:
     """tanh, with NaN giving the default NaN (positive, no payload).
 
     NumPy's own tanh returns the default NaN only on CPUs with its vectorised path (AVX2 and FMA3)
@@ -106,6 +109,7 @@ def _tanh(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), np.nan, np.tanh(x))
 
 
+_Class = TypeVar("_Class", bound=type["Activation"])
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # halfway past float32's largest value: rounds to infinity
 
 
@@ -113,20 +117,20 @@ def _float32_rule(value: object) -> str | None:
     """Why ``value`` cannot be a DirectML FLOAT parameter, or None when it can."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return f"must be a number, not {value!r}"
-    if isinstance(value, np.generic):
-        value = value.item()  # compares without NumPy's casts (float16 against 2**128 overflows)
-    if value != value:
+    # compared as a Python number, without NumPy's casts (float16 against 2**128 overflows)
+    number: float = value.item() if isinstance(value, np.generic) else value
+    if number != number:
         return "is NaN; refused because DirectML defines no result for a NaN parameter"
-    if value in (math.inf, -math.inf):
-        return f"is {value}; DirectML's FLOAT parameters are finite float32 values"
-    if not -_FLOAT32_OVERFLOW < value < _FLOAT32_OVERFLOW:  # exact, also for huge Python ints
+    if number in (math.inf, -math.inf):
+        return f"is {number}; DirectML's FLOAT parameters are finite float32 values"
+    if not -_FLOAT32_OVERFLOW < number < _FLOAT32_OVERFLOW:  # exact, also for huge Python ints
         return "overflows float32 (DirectML's FLOAT parameters are finite float32 values)"
     return None
 
 
 def _activation(name: str, type_name: str, value: int, level: FeatureLevel = FL.FL_1_0,
-                dml_fields: tuple[str, ...] = ()):  # fmt: skip
-    def register(cls: type[Activation]) -> type[Activation]:
+                dml_fields: tuple[str, ...] = ()) -> Callable[[_Class], _Class]:  # fmt: skip
+    def register(cls: _Class) -> _Class:
         cls.NAME, cls.TYPE_NAME, cls.TYPE_VALUE = name, type_name, value
         cls.INTRODUCED, cls.DML_FIELDS = level, dml_fields
         ACTIVATIONS[name] = cls
@@ -141,14 +145,14 @@ ACTIVATIONS: dict[str, type[Activation]] = {}
 @_activation("identity", "ACTIVATION_IDENTITY", 38)
 @dataclass(frozen=True)
 class Identity(Activation):
-    def _formula(self, x):
+    def _formula(self, x: Values) -> Values:
         return x
 
 
 @_activation("relu", "ACTIVATION_RELU", 44)
 @dataclass(frozen=True)
 class Relu(Activation):
-    def _formula(self, x):
+    def _formula(self, x: Values) -> Values:
         return _at_least_zero(x)
 
 
@@ -157,7 +161,7 @@ class Relu(Activation):
 class LeakyRelu(Activation):
     alpha: float = 0.01
 
-    def _formula(self, x, alpha):
+    def _formula(self, x: Values, alpha: np.float64) -> Values:
         return np.where(x >= 0, x, alpha * x)
 
 
@@ -166,7 +170,7 @@ class LeakyRelu(Activation):
 class ThresholdedRelu(Activation):
     alpha: float = 1.0
 
-    def _formula(self, x, alpha):
+    def _formula(self, x: Values, alpha: np.float64) -> Values:
         return np.where(x > alpha, x, np.where(np.isnan(x), x, 0.0))
 
 
@@ -175,7 +179,7 @@ class ThresholdedRelu(Activation):
 class Elu(Activation):
     alpha: float = 1.0
 
-    def _formula(self, x, alpha):
+    def _formula(self, x: Values, alpha: np.float64) -> Values:
         return np.where(x >= 0, x, alpha * np.expm1(x))
 
 
@@ -184,7 +188,7 @@ class Elu(Activation):
 class Celu(Activation):
     alpha: float = 1.0
 
-    def _formula(self, x, alpha):
+    def _formula(self, x: Values, alpha: np.float64) -> Values:
         return _at_least_zero(x) + _at_most(alpha * np.expm1(x / alpha), 0.0)
 
 
@@ -194,14 +198,14 @@ class ScaledElu(Activation):
     alpha: float = 1.67326319217681884765625
     gamma: float = 1.05070102214813232421875
 
-    def _formula(self, x, alpha, gamma):
+    def _formula(self, x: Values, alpha: np.float64, gamma: np.float64) -> Values:
         return np.where(x > 0, gamma * x, gamma * alpha * np.expm1(x))
 
 
 @_activation("sigmoid", "ACTIVATION_SIGMOID", 47)
 @dataclass(frozen=True)
 class Sigmoid(Activation):
-    def _formula(self, x):
+    def _formula(self, x: Values) -> Values:
         return 1.0 / (1.0 + np.exp(-x))
 
 
@@ -211,14 +215,14 @@ class HardSigmoid(Activation):
     alpha: float = 0.2
     beta: float = 0.5
 
-    def _formula(self, x, alpha, beta):
+    def _formula(self, x: Values, alpha: np.float64, beta: np.float64) -> Values:
         return _at_least_zero(_at_most(alpha * x + beta, 1.0))
 
 
 @_activation("tanh", "ACTIVATION_TANH", 51)
 @dataclass(frozen=True)
 class Tanh(Activation):
-    def _formula(self, x):
+    def _formula(self, x: Values) -> Values:
         return _tanh(x)
 
 
@@ -228,7 +232,7 @@ class ScaledTanh(Activation):
     alpha: float = 1.0
     beta: float = 0.5
 
-    def _formula(self, x, alpha, beta):
+    def _formula(self, x: Values, alpha: np.float64, beta: np.float64) -> Values:
         return alpha * _tanh(beta * x)
 
 
@@ -238,7 +242,7 @@ class Linear(Activation):
     alpha: float
     beta: float
 
-    def _formula(self, x, alpha, beta):
+    def _formula(self, x: Values, alpha: np.float64, beta: np.float64) -> Values:
         return alpha * x + beta
 
 
@@ -257,7 +261,7 @@ class Softplus(Activation):
             return "ACTIVATION_SOFTPLUS steepness below 1 needs feature level 6_4"
         return None
 
-    def _formula(self, x, steepness):
+    def _formula(self, x: Values, steepness: np.float64) -> Values:
         return np.logaddexp(0.0, steepness * x) / steepness
 
 
@@ -268,14 +272,14 @@ class ParametricSoftplus(Activation):
     alpha: float
     beta: float
 
-    def _formula(self, x, alpha, beta):
+    def _formula(self, x: Values, alpha: np.float64, beta: np.float64) -> Values:
         return alpha * np.logaddexp(0.0, beta * x)
 
 
 @_activation("softsign", "ACTIVATION_SOFTSIGN", 50)
 @dataclass(frozen=True)
 class Softsign(Activation):
-    def _formula(self, x):
+    def _formula(self, x: Values) -> Values:
         return x / (1.0 + np.abs(x))
 
 
@@ -285,7 +289,7 @@ class Shrink(Activation):
     bias: float = 0.0
     threshold: float = 0.5
 
-    def _formula(self, x, bias, threshold):
+    def _formula(self, x: Values, bias: np.float64, threshold: np.float64) -> Values:
         inner = np.where(np.isnan(x), x, 0.0)
         return np.where(x > threshold, x - bias, np.where(x < -threshold, x + bias, inner))
 
@@ -293,7 +297,7 @@ class Shrink(Activation):
 @_activation("gelu", "ACTIVATION_GELU", 157, FL.FL_5_1)
 @dataclass(frozen=True)
 class Gelu(Activation):
-    def _formula(self, x):
+    def _formula(self, x: Values) -> Values:
         return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 

@@ -26,7 +26,7 @@ def buffer_bytes(buffer: object, where: str, *, writable: bool) -> np.ndarray:
         flat = buffer.ravel(order="K").view(np.uint8)  # memory order: a view, also of F-ordered arrays
     else:
         try:
-            flat = np.frombuffer(memoryview(buffer).cast("B"), dtype=np.uint8)
+            flat = np.frombuffer(memoryview(buffer).cast("B"), dtype=np.uint8)  # type: ignore[arg-type]
         except (TypeError, ValueError) as error:
             raise DmlError(f"{where}: {type(buffer).__name__} is not a buffer ({error})") from None
     if writable and not flat.flags.writeable:
@@ -58,6 +58,7 @@ class Binding:
     @classmethod
     def of(cls, desc: TensorDesc, where: str, *, writable: bool) -> Binding:
         dtype = desc.data_type.dtype
+        assert dtype is not None  # compile_operator refused UNKNOWN; the 4-bit types bind as nibbles
         strides = tuple(stride * dtype.itemsize for stride in desc.element_strides)
         return cls(where, desc.data_type.name, dtype, tuple(desc.sizes), strides, desc.addressed_bytes,
                    desc.guaranteed_base_offset_alignment, writable)  # fmt: skip

@@ -46,10 +46,14 @@ import contextlib
 import dataclasses
 import math
 import shutil
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -322,10 +326,29 @@ def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, 
         raise DmlError(f"scale, zero_point: they make the output {result.shape}, "
                        f"not the input's {data.shape}")  # fmt: skip
     try:  # from the output's creation on: an interrupt while the graph is built leaves a file too
-        _run(_write(result, target.resolve(), array), scheduler, progress)
+        with _interrupts_held():  # Zarr creates an array on its own event loop, which Ctrl-C does not stop
+            store = _write(result, target.resolve(), array)
+        _run(store, scheduler, progress)
     except BaseException:
-        _remove(target)
+        with _interrupts_held():  # a second Ctrl-C does not leave half the output behind
+            _remove(target)
         raise
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block takes effect when the block is done, as it would have then."""
+    if threading.current_thread() is not threading.main_thread():  # only it receives signals
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)
 
 
 def _is_npy(path: Path) -> bool:
@@ -407,8 +430,8 @@ def _run(store, scheduler: str, progress: bool) -> None:
     if scheduler == "threads":
         from dask.diagnostics import ProgressBar
 
-        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
-            store.compute(scheduler="threads")
+        with _threads() as pool, ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+            store.compute(scheduler="threads", pool=pool)
         return
     from distributed import Client
     from distributed import progress as show_progress
@@ -419,6 +442,22 @@ def _run(store, scheduler: str, progress: bool) -> None:
             with contextlib.redirect_stdout(sys.stderr):  # distributed draws its bar on stdout
                 show_progress(future)
         future.result()
+
+
+@contextlib.contextmanager
+def _threads() -> Iterator[ThreadPoolExecutor]:
+    """A thread pool for one job, as many threads as Dask's own, shut down at the end of the block
+    once its running tasks are done, whatever ends it: an interrupt stops only the thread that waits
+    for the tasks, and the output is removed after the last write into it, not during one."""
+    import dask
+    from dask.system import CPU_COUNT
+
+    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or CPU_COUNT)
+    try:
+        yield pool
+    finally:
+        with _interrupts_held():
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _remove(path: Path) -> None:
@@ -432,32 +471,35 @@ def _remove(path: Path) -> None:
 # -- the dmlq quantize / dequantize subcommands (registered in dmlq.cli) ---------------------------
 
 
-def add_quantize(subcommands: argparse._SubParsersAction) -> None:
+def add_quantize(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "quantize", help="quantize a Zarr or .npy array chunk by chunk",
-        description="Quantize a Zarr array or .npy file to uint8 or int8, chunk by chunk with bounded "
-        "memory, into a new Zarr array or .npy file: clamp(round(x / scale) + zero_point).",
+        description="Quantize a Zarr array or .npy file to uint8, int8, uint4 or int4 (4-bit values "
+        "written one per byte), chunk by chunk with bounded memory, into a new Zarr array or .npy file: "
+        "clamp(round(x / scale) + zero_point).",
     )  # fmt: skip
-    _add_job_arguments(parser)
+    _add_job_arguments(parser, chunk_measure="input")
     parser.add_argument("--dtype", choices=("uint8", "int8", "uint4", "int4"),
                         help="output type (default: uint8); uint4 and int4 are written as uint8/int8 "
                         "values, one per byte")  # fmt: skip
     parser.set_defaults(handler=_quantize)
 
 
-def add_dequantize(subcommands: argparse._SubParsersAction) -> None:
+def add_dequantize(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "dequantize", help="dequantize a Zarr or .npy array chunk by chunk",
         description="Dequantize a Zarr array or .npy file of integers to float32, chunk by chunk with "
         "bounded memory, into a new Zarr array or .npy file: (q - zero_point) * scale.",
     )  # fmt: skip
-    _add_job_arguments(parser)
+    _add_job_arguments(parser, chunk_measure="float32 output")
     parser.add_argument("--dtype", choices=("uint4", "int4"),
                         help="read the input's uint8/int8 values as 4-bit ones (each in range)")  # fmt: skip
     parser.set_defaults(handler=_dequantize)
 
 
-def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_job_arguments(parser: argparse.ArgumentParser, chunk_measure: str) -> None:
+    """The options both jobs take; ``chunk_measure`` names the larger side, which ``--chunk-mb``
+    measures (see :func:`_transform`)."""
     parser.add_argument("source", type=Path, metavar="IN", help="a Zarr array, or a file ending in .npy")
     parser.add_argument("target", type=Path, metavar="OUT",
                         help="a new .npy file if it ends so (any case), else a new Zarr array")  # fmt: skip
@@ -472,8 +514,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
                         help="blocks of N along --axis, each with its own scale and zero point "
                         "(ONNX's block_size); N must divide the axis")  # fmt: skip
     parser.add_argument("--chunk-mb", type=float, default=DEFAULT_CHUNK_MB, metavar="N",
-                        help=f"MiB of input per chunk (default: {DEFAULT_CHUNK_MB}); a Zarr input is "
-                        "read in whole Zarr chunks, one at a time if a Zarr chunk is bigger")  # fmt: skip
+                        help=f"MiB of {chunk_measure} per chunk (default: {DEFAULT_CHUNK_MB}); a Zarr "
+                        "input is read in whole Zarr chunks, one at a time if one is bigger")  # fmt: skip
     parser.add_argument("--scheduler", default="threads", metavar="threads|ADDRESS",
                         help="Dask's threaded scheduler (default), or the address of a "
                         "dask.distributed scheduler, e.g. tcp://127.0.0.1:8786")  # fmt: skip

@@ -25,7 +25,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import __version__, _core
 from .activations import ACTIVATIONS
@@ -34,6 +34,7 @@ from .dxdispatch import Verdict, check_bindings, check_model, load_model, run_mo
 from .errors import DmlError
 from .kernels import available_levels
 from .onnx.cli import add_compare, names_an_onnx_model
+from .onnx.cli import add_model_options as add_onnx_options
 from .onnx.cli import main as onnx_main
 from .ops import OPERATORS
 from .types import FeatureLevel
@@ -86,7 +87,8 @@ def _show_warning(message: Warning | str, *details: object, **more: object) -> N
 
 def _handle(args: argparse.Namespace) -> int:
     try:
-        return args.handler(args)
+        status: int = args.handler(args)
+        return status
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
@@ -115,13 +117,25 @@ def version_line() -> str:
             f"threads: {_core.get_num_threads()})")  # fmt: skip
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: :func:`version_line` as one line (argparse's version action wraps it at the
+    terminal's width)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlq",
         description="DirectML's quantized-linear operators on the CPU: run and check DxDispatch models; "
         "run, check and compare ONNX models (MODEL.onnx).",
     )
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=_PrintVersion, help="print the version line and exit")
     parser.set_defaults(handler=None)  # bare ``dmlq``: the usage, from main
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_subcommand in SUBCOMMANDS:
@@ -137,7 +151,8 @@ def _feature_level(text: str) -> FeatureLevel:
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="MODEL.json", help="a DxDispatch JSON model")
+    parser.add_argument("model", type=Path, metavar="MODEL.json",
+                        help="a DxDispatch JSON model (or an ONNX model, MODEL.onnx)")  # fmt: skip
     parser.add_argument(
         "--feature-level", "-l", type=_feature_level, default=FeatureLevel.newest(), metavar="L",
         help=f"DirectML feature level to validate against, e.g. 4_0 (default: {FeatureLevel.newest()})",
@@ -147,18 +162,30 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
 # -- run ------------------------------------------------------------------------------------------------
 
 
-def _add_run(subcommands: argparse._SubParsersAction) -> None:
+def _add_run(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
-        "run", help="execute a DxDispatch model (a MODEL.onnx: dmlq run MODEL.onnx --help)",
+        "run", help="execute a DxDispatch model, or compute an ONNX model's outputs (MODEL.onnx)",
         description="Execute a DxDispatch model: compile every dispatchable at the feature level, then run "
         "the commands (dispatch, print, writeFile) in order. writeFile targets are relative to the "
-        "working directory; sourcePath files are looked up next to the model, then there.",
+        "working directory; sourcePath files are looked up next to the model, then there. An ONNX model "
+        "(MODEL.onnx, with the onnx extra) computes its outputs instead: mapped nodes on dmlq's "
+        "operators, the others on onnxruntime CPU.",
     )  # fmt: skip
     _add_model_arguments(parser)
+    add_onnx_options(parser.add_argument_group("options for an ONNX model (MODEL.onnx)"), "run")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    onnx_only = {
+        "--input": bool(args.input),
+        "--output-dir": args.output_dir is not None,
+        "--qdq-int8-allowed": args.qdq_int8_allowed,
+        "--disable-quant-qdq": args.disable_quant_qdq,
+    }
+    given = [option for option, present in onnx_only.items() if present]
+    if given:  # an ONNX model's run never comes here
+        raise DmlError(f"{', '.join(given)}: for an ONNX model (MODEL.onnx) only")  # fmt: skip
     run_model(load_model(args.model), args.feature_level, sys.stdout)
     return 0
 
@@ -166,7 +193,7 @@ def _run(args: argparse.Namespace) -> int:
 # -- check ----------------------------------------------------------------------------------------------
 
 
-def _add_check(subcommands: argparse._SubParsersAction) -> None:
+def _add_check(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "check", help="validate a model's dispatchables at a feature level (a MODEL.onnx: its nodes)",
         description="Validate every dispatchable of a DxDispatch model at a feature level and name the "
@@ -207,7 +234,7 @@ def _describe(verdict: Verdict, level: FeatureLevel) -> str:
 # -- ops ------------------------------------------------------------------------------------------------
 
 
-def _add_ops(subcommands: argparse._SubParsersAction) -> None:
+def _add_ops(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "ops", help="list the operators and fused activations with their feature levels",
         description="List the operators dmlq runs and the activations ELEMENT_WISE_ADD1 fuses, with the "
@@ -239,6 +266,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     )
 
 
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[Any]], None]] = [
     _add_run, _add_check, add_compare, _add_ops, add_quantize, add_dequantize,
 ]  # fmt: skip

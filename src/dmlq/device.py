@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .buffers import Binding, NibbleBinding, binding_of
 from .errors import DmlError
 from .int4 import Nibbles
-from .kernels import KERNELS
+from .kernels import KERNELS, Operand, Views
 from .ops import OperatorDesc, QuantizedLinearMatrixMultiply
 from .packed import PackedB
 from .tensor import TensorDesc
@@ -90,7 +90,7 @@ class CompiledOperator:
             for name, tensor in desc.input_tensors()
             if isinstance(tensor, TensorDesc) and tensor.flags & TensorFlags.OWNED_BY_DML
         )
-        self._owned: dict[str, object] | None = None  # their private copies, once initialized
+        self._owned: dict[str, Operand] | None = None  # their private copies, once initialized
 
     @property
     def desc(self) -> OperatorDesc:
@@ -138,13 +138,13 @@ class CompiledOperator:
             raise _refusal(str(error), self._device.feature_level) from None
         self._owned = {name: self._private_copy(name, view) for name, view in views.items()}
 
-    def _private_copy(self, name: str, view: np.ndarray) -> object:
+    def _private_copy(self, name: str, view: np.ndarray | Nibbles) -> Operand:
         """The operator's own copy of an OWNED_BY_DML input: the matrix multiply's B packed, others
         as their distinct elements broadcast (zero strides stay zero, without copies)."""
-        if name == "b" and isinstance(self._desc, QuantizedLinearMatrixMultiply):
-            return PackedB(_without_repeats(view, view.ndim - 2))  # each distinct batch, once
         if isinstance(view, Nibbles):  # 4-bit: its bytes, read through the same strides
             return dataclasses.replace(view, memory=view.memory.copy())
+        if name == "b" and isinstance(self._desc, QuantizedLinearMatrixMultiply):
+            return PackedB(_without_repeats(view, view.ndim - 2))  # each distinct batch, once
         return np.broadcast_to(np.array(_without_repeats(view, view.ndim)), view.shape)
 
     def execute(self, inputs: Sequence[object | None], outputs: Sequence[object]) -> None:
@@ -161,7 +161,7 @@ class CompiledOperator:
 
     def bind(
         self, inputs: Sequence[object | None], outputs: Sequence[object]
-    ) -> tuple[dict[str, np.ndarray | None], np.ndarray]:
+    ) -> tuple[dict[str, Operand], Operand]:
         """Every buffer checked as :meth:`execute` checks it, without computing: the input views by
         field name and the output view."""
         try:
@@ -169,13 +169,13 @@ class CompiledOperator:
         except DmlError as error:
             raise _refusal(str(error), self._device.feature_level) from None
 
-    def run_arrays(self, views: Mapping[str, np.ndarray | None], out: np.ndarray) -> None:
+    def run_arrays(self, views: Views, out: Operand) -> None:
         """Compute on ndarrays shaped like the descriptions, or broadcasting to them as NumPy operands
         do (the NumPy layer's entry: it skips building zero-stride views of per-tensor operands)."""
         self._kernel(self._desc, views, out, self._reciprocal_division)
 
     def _bind_all(self, inputs: Sequence[object | None],
-                  outputs: Sequence[object]) -> tuple[dict[str, np.ndarray | None], np.ndarray]:  # fmt: skip
+                  outputs: Sequence[object]) -> tuple[dict[str, Operand], Operand]:  # fmt: skip
         """The input views by field name and the output view, every buffer checked."""
         name = type(self._desc).__name__
         _check_count(f"{name}.execute", "inputs", inputs, len(self._inputs))
@@ -183,9 +183,11 @@ class CompiledOperator:
         if self._owned_fields and self._owned is None:
             raise DmlError(f"{name}.execute: call initialize first, to bind the OWNED_BY_DML input(s) "
                            f"{', '.join(self._owned_fields)}")  # fmt: skip
-        views, ranges = {}, {}
+        views: dict[str, Operand] = {}
+        ranges: dict[str, tuple[int, int]] = {}
         for field, buffer in zip(self._inputs, inputs):
             if field[0] in self._owned_fields:
+                assert self._owned is not None  # refused above
                 if buffer is not None:
                     raise DmlError(f"{field[1]}: OWNED_BY_DML, bound by initialize; pass None")
                 views[field[0]] = self._owned[field[0]]
@@ -217,7 +219,10 @@ _Field = tuple[
 
 def _binding(tensor: object, field_name: str, where: str, *, writable: bool) -> _Field:
     where = f"{where} ({field_name})"
-    return field_name, where, None if tensor is None else binding_of(tensor, where, writable=writable)
+    if tensor is None:
+        return field_name, where, None
+    assert isinstance(tensor, TensorDesc)  # compile_operator checked every field
+    return field_name, where, binding_of(tensor, where, writable=writable)
 
 
 def _bound(field: _Field, buffer: object, ranges: dict[str, tuple[int, int]]) -> np.ndarray | Nibbles | None:
@@ -234,9 +239,10 @@ def _bound(field: _Field, buffer: object, ranges: dict[str, tuple[int, int]]) ->
     return view
 
 
-def _owned_view(field: _Field, buffer: object) -> np.ndarray:
+def _owned_view(field: _Field, buffer: object) -> np.ndarray | Nibbles:
     """The view of an OWNED_BY_DML input's buffer, checked as execute checks buffers."""
     field_name, where, binding = field
+    assert binding is not None  # an OWNED_BY_DML tensor is present
     binding = dataclasses.replace(binding, where=where.replace(".execute", ".initialize"))
     if buffer is None:
         raise DmlError(f"{binding.where}: a buffer is required for the OWNED_BY_DML {field_name} tensor")

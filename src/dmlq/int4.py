@@ -30,10 +30,10 @@ FOUR_BIT_DTYPES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 
 def four_bit_dtype(dtype: object, where: str = "dtype") -> np.dtype:
     """``ml_dtypes.int4`` or ``uint4`` from itself or its name; DmlError naming ``where`` otherwise."""
+    named = isinstance(dtype, str) and dtype in ("int4", "uint4")  # NumPy reads "int4" as int32
     try:
-        named = isinstance(dtype, str) and dtype in ("int4", "uint4")  # NumPy reads "int4" as int32
-        resolved = np.dtype(getattr(ml_dtypes, dtype) if named else dtype)
-    except TypeError:
+        resolved = np.dtype(getattr(ml_dtypes, str(dtype)) if named else dtype)  # type: ignore[arg-type]
+    except TypeError:  # not a dtype at all
         resolved = None
     if resolved not in FOUR_BIT_DTYPES:
         raise DmlError(f"{where}: {dtype!r} is not a 4-bit type (int4 or uint4)")
@@ -104,7 +104,7 @@ class Nibbles:
         if self.is_packed:
             return unpack_int4(self.memory, self.shape, self.dtype)
         offsets = self.offsets()
-        nibbles = (self.memory[offsets >> 1] >> ((offsets & 1) * 4).astype(np.uint8)) & 0xF
+        nibbles: np.ndarray = (self.memory[offsets >> 1] >> ((offsets & 1) * 4).astype(np.uint8)) & 0xF
         return nibbles.view(self.dtype)
 
     def store(self, values: np.ndarray) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,8 @@ from .ops import (
 )
 from .packed import PackedB
 
-Views = Mapping[str, "np.ndarray | None"]
+Operand = Any  # per field, what its kernel reads: an ndarray, a 4-bit tensor's Nibbles, a PackedB, or None
+Views = Mapping[str, Operand]
 
 
 def available_levels() -> tuple[str, ...]:
@@ -258,7 +260,7 @@ def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -
     out[...] = reference.dequantize(_values(q), scale, zero_point, out.dtype)
 
 
-Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
+Kernel = Callable[[OperatorDesc, Views, Operand, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
     ElementWiseQuantizeLinear: quantize_linear,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import SupportsIndex, TypeGuard
 
 from .types import DataType, TensorFlags
 
@@ -34,7 +35,7 @@ def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TensorDesc:
     """``DML_BUFFER_TENSOR_DESC``: data type, sizes, element strides and byte size.
 
@@ -54,13 +55,23 @@ class TensorDesc:
     flags: int = TensorFlags.NONE
     guaranteed_base_offset_alignment: int = 0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data_type", _parsed_data_type(self.data_type))
-        object.__setattr__(self, "sizes", _plain_ints(self.sizes))
-        if self.strides is not None:
-            object.__setattr__(self, "strides", _plain_ints(self.strides))
-        for name in ("total_tensor_size_in_bytes", "flags", "guaranteed_base_offset_alignment"):
-            object.__setattr__(self, name, _plain_int(getattr(self, name)))
+    def __init__(
+        self, data_type: DataType | int | str, sizes: Sequence[SupportsIndex],
+        strides: Sequence[SupportsIndex] | None = None, total_tensor_size_in_bytes: int | None = None,
+        flags: int = TensorFlags.NONE, guaranteed_base_offset_alignment: int = 0,
+    ) -> None:  # fmt: skip
+        """Sizes and strides of any sequence of integers (a list, a NumPy shape) are kept as tuples of
+        Python ints; a data type may be given by its value or name."""
+        fields = {
+            "data_type": _parsed_data_type(data_type),
+            "sizes": _plain_ints(sizes),
+            "strides": None if strides is None else _plain_ints(strides),
+            "total_tensor_size_in_bytes": _plain_int(total_tensor_size_in_bytes),
+            "flags": _plain_int(flags),
+            "guaranteed_base_offset_alignment": _plain_int(guaranteed_base_offset_alignment),
+        }
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
         if self.total_tensor_size_in_bytes is None:
             object.__setattr__(self, "total_tensor_size_in_bytes", _safe_size(self))
 
@@ -231,24 +242,24 @@ def _parsed_data_type(value: object) -> object:
 def _plain_ints(values: object) -> object:
     """A sequence as a tuple of Python ints (from NumPy integers too); anything that is not a
     sequence, and elements that are not integers, stay as given for validation to report."""
-    if isinstance(values, (str, bytes)):
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         return values
     try:
         return tuple(_plain_int(value) for value in values)
-    except TypeError:  # not iterable
+    except TypeError:  # iterable by its type, not as it is (a 0-d array)
         return values
 
 
 def _plain_int(value: object) -> object:
-    if isinstance(value, (bool, int)):
+    if isinstance(value, (bool, int)) or not isinstance(value, SupportsIndex):
         return value
     try:
         return operator.index(value)
-    except TypeError:
+    except TypeError:  # an index by its type, not as it is (an array of more than one element)
         return value
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

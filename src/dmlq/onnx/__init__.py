@@ -15,6 +15,16 @@ Its names load on first use (PEP 562), so that the command line's parser (:mod:`
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what __getattr__ gives, as type checkers see it
+    from .checking import check
+    from .comparing import Difference, Report, compare
+    from .loading import Model
+    from .preparing import load
+    from .running import run
+    from .staging import OTHER
+    from .verdicts import Verdict
 
 __all__ = ["OTHER", "Difference", "Model", "Report", "Verdict", "check", "compare", "load", "run"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..types import FeatureLevel
+from .loading import ModelSource
 from .preparing import prepared
 from .staging import stages
 from .verdicts import Verdict, static_specs, verdict
@@ -10,7 +11,7 @@ from .verdicts import Verdict, static_specs, verdict
 __all__ = ["Verdict", "check"]
 
 
-def check(model, feature_level: FeatureLevel | str | None = None) -> list[Verdict]:
+def check(model: ModelSource, feature_level: FeatureLevel | str | None = None) -> list[Verdict]:
     """One verdict per step (a mapped node or QDQ group, or nodes onnxruntime CPU computes).
 
     >>> import numpy as np

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
 
 
-def add_compare(subcommands: argparse._SubParsersAction) -> None:
+def add_compare(subcommands: argparse._SubParsersAction[Any]) -> None:
     """``dmlq compare``, as one of the command line's subcommands."""
     _add_command(subcommands, "compare")
 
@@ -72,7 +72,7 @@ def _feature_level(text: str) -> FeatureLevel:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
+def _add_command(subcommands: argparse._SubParsersAction[Any], name: str) -> None:
     command = subcommands.add_parser(name, help=f"ONNX: {COMMANDS[name]}", description=COMMANDS[name])
     command.add_argument("model", type=Path, metavar="MODEL.onnx")
     command.add_argument(
@@ -83,6 +83,13 @@ def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
         metavar="L",
         help=f"DirectML feature level (default: {FeatureLevel.newest()})",
     )
+    add_model_options(command, name)
+    command.set_defaults(handler={"run": _run, "check": _check, "compare": _compare}[name])
+
+
+def add_model_options(command: argparse.ArgumentParser | argparse._ArgumentGroup, name: str) -> None:
+    """The options ``name`` (run, check or compare) takes for an ONNX model beyond its feature level;
+    ``dmlq run --help`` lists run's too, as a group of the DxDispatch run's parser."""
     if name != "check":
         command.add_argument(
             "--input",
@@ -112,7 +119,6 @@ def _add_command(subcommands: argparse._SubParsersAction, name: str) -> None:
         action="store_true",
         help="onnxruntime's session.disable_quant_qdq: no QDQ fusion at all",
     )
-    command.set_defaults(handler={"run": _run, "check": _check, "compare": _compare}[name])
 
 
 def _front_end(module: str) -> ModuleType:
@@ -188,7 +194,8 @@ def _check(args: argparse.Namespace) -> int:
     others = f"{len(verdicts) - len(mapped)} other step(s) computed by onnxruntime CPU"
     if missing:
         others += f", {missing} of them DirectML operators dmlq does not have yet"
-    print(f"{valid} of {len(mapped)} DirectML operators valid at feature level {args.feature_level.label}; {others}")
+    level = args.feature_level.label
+    print(f"{valid} of {len(mapped)} DirectML operators valid at feature level {level}; {others}")
     return 0 if valid == len(mapped) and not refused else 1
 
 

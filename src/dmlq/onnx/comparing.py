@@ -40,8 +40,9 @@ from ..ops import (
     Quantize,
     QuantizedLinearMatrixMultiply,
 )
+from ..types import FeatureLevel
 from . import sessions
-from .loading import Model
+from .loading import Model, ModelSource
 from .ort_int8 import pair_saturation, u8s8_saturates
 from .preparing import prepared
 from .program import checked_inputs, specs
@@ -125,7 +126,12 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     )
 
 
-def compare(model, inputs: Mapping[str, object] | None = None, seed: int = 0, feature_level=None) -> Report:
+def compare(
+    model: ModelSource,
+    inputs: Mapping[str, object] | None = None,
+    seed: int = 0,
+    feature_level: FeatureLevel | str | None = None,
+) -> Report:
     """Run ``model`` with dmlq and with onnxruntime CPU and report where they differ, and why.
 
     Inputs not given are drawn at random from ``seed`` (their names are in ``report.drawn``).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import onnx
@@ -66,7 +67,11 @@ class Model:
         return self.opsets.get("" if domain in DEFAULT_DOMAINS else domain, 0)
 
 
-def read(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
+# What load, check, run and compare take: a path, serialized bytes, a ModelProto or a loaded model.
+ModelSource: TypeAlias = "str | os.PathLike[str] | bytes | onnx.ModelProto | Model"
+
+
+def read(model: ModelSource) -> Model:
     """A :class:`Model` from a path, serialized bytes or a ``ModelProto``; DmlError if it is not one.
 
     >>> from onnx import helper, TensorProto

@@ -5,12 +5,8 @@ that each run only binds the inputs and executes."""
 
 from __future__ import annotations
 
-import os
-
-import onnx
-
 from ..types import FeatureLevel
-from .loading import Model, read
+from .loading import Model, ModelSource, read
 from .options import Options
 from .program import program
 from .sessions import refuse_invalid_graph
@@ -20,7 +16,7 @@ __all__ = ["load", "prepared"]
 
 
 def load(
-    model: str | os.PathLike | bytes | onnx.ModelProto | Model,
+    model: ModelSource,
     *,
     qdq_int8_allowed: bool = False,
     disable_quant_qdq: bool = False,
@@ -57,7 +53,7 @@ def load(
     return loaded
 
 
-def prepared(model) -> Model:
+def prepared(model: ModelSource) -> Model:
     """``model`` as :func:`load` returns it: itself when it was, else loaded with the default options."""
     if isinstance(model, Model) and model.cache.get("prepared"):
         return model

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..types import FeatureLevel
-from .loading import Model
+from .loading import Model, ModelSource
 from .preparing import prepared
 from .program import checked_inputs, program
 
@@ -16,7 +16,7 @@ __all__ = ["execute", "run"]
 
 
 def run(
-    model, inputs: Mapping[str, object], feature_level: FeatureLevel | str | None = None
+    model: ModelSource, inputs: Mapping[str, object], feature_level: FeatureLevel | str | None = None
 ) -> dict[str, np.ndarray]:
     """The model's outputs as the DirectML provider computes its mapped nodes: ``{name: array}``.
 

@@ -27,7 +27,19 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     Dequantize,
 )
 
-__all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]
+__all__ = [
+    "OPERATORS",
+    "Dequantize",
+    "ElementWiseAdd",
+    "ElementWiseAdd1",
+    "ElementWiseDequantizeLinear",
+    "ElementWiseQuantizeLinear",
+    "ElementWiseQuantizedLinearAdd",
+    "OperatorDesc",
+    "Quantize",
+    "QuantizedLinearMatrixMultiply",
+    "by_type_name",
+]  # written out, as type checkers read it: every class of OPERATORS (tests/test_typing.py checks)
 
 
 def by_type_name(name: str) -> type[OperatorDesc]:

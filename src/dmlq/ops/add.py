@@ -13,6 +13,7 @@ from ..types import DataType as T
 from ..types import FeatureLevel
 from .base import (
     OperatorDesc,
+    SupportRow,
     TensorField,
     same_data_type,
     same_dimension_count,
@@ -33,7 +34,7 @@ ADD_CONSTRAINTS = (
 )
 
 
-def _same_types(level: FeatureLevel, dims: tuple[int, int], *types: T):
+def _same_types(level: FeatureLevel, dims: tuple[int, int], *types: T) -> SupportRow:
     return support(level, dims, a=types, b=types, output=types)
 
 

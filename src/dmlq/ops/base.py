@@ -156,7 +156,7 @@ class OperatorDesc:
 
     def bound_tensors(self) -> list[tuple[str, object]]:
         """Every tensor in binding order by name, an array field's elements as ``name[i]``."""
-        named = []
+        named: list[tuple[str, object]] = []
         for tensor_field, desc in self.tensors():
             if tensor_field.is_array and isinstance(desc, (tuple, list)):
                 named += [(f"{tensor_field.name}[{index}]", item) for index, item in enumerate(desc)]
@@ -194,6 +194,7 @@ class OperatorDesc:
             yield "", f"operator needs feature level {self.INTRODUCED.label}"
             return
         row = self.support_row(level)
+        assert row is not None  # every table's first row is at the level the operator came in
         for tensor_field, desc in self.tensors():
             yield from self._field_violations(tensor_field, desc, row)
         present = self.present()

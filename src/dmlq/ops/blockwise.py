@@ -19,7 +19,7 @@ Sources, row by row:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -98,15 +98,16 @@ class BlockwiseQuantization(OperatorDesc):
 
     input: TensorDesc | None = None
     quantization_type: QuantizationType | int = QuantizationType.SCALE
-    quantization_tensors: tuple[TensorDesc, ...] = ()
+    quantization_tensors: Sequence[TensorDesc] = ()  # kept as a tuple
     output: TensorDesc | None = None
 
     FLOAT_SIDE: ClassVar[str]  # "input" or "output"
     INTEGER_SIDE: ClassVar[str]
 
     def __post_init__(self) -> None:
-        if isinstance(self.quantization_tensors, list):
-            object.__setattr__(self, "quantization_tensors", tuple(self.quantization_tensors))
+        tensors = self.quantization_tensors
+        if isinstance(tensors, Sequence) and not isinstance(tensors, (tuple, str)):
+            object.__setattr__(self, "quantization_tensors", tuple(tensors))
         if type(self.quantization_type) is int and self.quantization_type in set(QuantizationType):
             object.__setattr__(self, "quantization_type", QuantizationType(self.quantization_type))
 

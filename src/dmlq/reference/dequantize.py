@@ -1,10 +1,16 @@
 """DEQUANTIZE: (input - zero_point) * scale, scale and zero point per block."""
 
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import DTypeLike
+
 from .blocks import expand_blocks
 from .dequantize_linear import dequantize_linear
 
 
-def dequantize(q, scale, zero_point, output_dtype):
+def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None,
+               output_dtype: DTypeLike) -> np.ndarray:  # fmt: skip
     """ELEMENT_WISE_DEQUANTIZE_LINEAR's formula over blocks (exact int64 subtraction, float32 product).
 
     >>> import ml_dtypes, numpy as np

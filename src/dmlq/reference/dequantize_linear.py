@@ -1,9 +1,13 @@
 """ELEMENT_WISE_DEQUANTIZE_LINEAR: (input - zero_point) * scale."""
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 
-def dequantize_linear(q, scale, zero_point, output_dtype):
+def dequantize_linear(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None,
+                      output_dtype: DTypeLike) -> np.ndarray:  # fmt: skip
     """Subtract exactly in int64, convert to float32 once, multiply by the float32 scale.
 
     >>> dequantize_linear(np.uint8([0, 128, 255]), np.float32([0.5] * 3), np.uint8([128] * 3),

@@ -1,10 +1,16 @@
 """QUANTIZE: clamp(round(input / scale) + zero_point, Min, Max), scale and zero point per block."""
 
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import DTypeLike
+
 from .blocks import expand_blocks
 from .quantize_linear import quantize_linear
 
 
-def quantize(x, scale, zero_point, output_dtype, *, reciprocal_division=False):
+def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, output_dtype: DTypeLike, *,
+             reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """ELEMENT_WISE_QUANTIZE_LINEAR's formula over blocks; 4-bit results as ``ml_dtypes`` arrays.
 
     >>> import ml_dtypes, numpy as np

@@ -1,11 +1,15 @@
 """ELEMENT_WISE_QUANTIZE_LINEAR: clamp(round(input / scale) + zero_point, Min, Max)."""
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .saturate import saturate
 
 
-def quantize_linear(x, scale, zero_point, output_dtype, *, reciprocal_division=False):
+def quantize_linear(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None,
+                    output_dtype: DTypeLike, *, reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """Quantize in float32: IEEE division (or ``x * float32(1 / scale)``), halves to even.
 
     >>> quantize_linear(np.float32([0.5, 1.5, 2.5]), np.float32([1, 1, 1]), None, np.uint8)

@@ -1,20 +1,27 @@
 """ELEMENT_WISE_QUANTIZED_LINEAR_ADD, in float32 in the formula's order."""
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .saturate import saturate
 
+Scalar = float | np.floating | np.ndarray  # a number, or a one-element array
+IntegerScalar = np.integer | np.ndarray
 
-def _dequantize(values, scale, zero_point):
+
+def _dequantize(values: np.ndarray, scale: Scalar, zero_point: IntegerScalar | None) -> np.ndarray:
     centred = values.astype(np.int32)
     if zero_point is not None:
         centred = centred - zero_point.astype(np.int32)
     return centred.astype(np.float32) * np.float32(scale)
 
 
-def quantized_linear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                         output_scale, output_zero_point, output_dtype, *,
-                         reciprocal_division=False):  # fmt: skip
+def quantized_linear_add(a: np.ndarray, a_scale: Scalar, a_zero_point: IntegerScalar | None, b: np.ndarray,
+                         b_scale: Scalar, b_zero_point: IntegerScalar | None, output_scale: Scalar,
+                         output_zero_point: IntegerScalar | None, output_dtype: DTypeLike, *,
+                         reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """``clamp(round(((A - AZP) * AS + (B - BZP) * BS) / OS) + OZP, Min, Max)``.
 
     Scales and zero points are scalars (DirectML's one-element tensors) or None.

@@ -1,13 +1,18 @@
 """QUANTIZED_LINEAR_MATRIX_MULTIPLY: exact integer products, requantized in float64."""
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .requantize import centred, requantize
 
 
-def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                     output_scale, output_zero_point, output_dtype, *,
-                                     reciprocal_division=False):  # fmt: skip
+def quantized_linear_matrix_multiply(a: np.ndarray, a_scale: ArrayLike, a_zero_point: np.ndarray | None,
+                                     b: np.ndarray, b_scale: ArrayLike, b_zero_point: np.ndarray | None,
+                                     output_scale: ArrayLike, output_zero_point: np.ndarray | None,
+                                     output_dtype: DTypeLike, *, reciprocal_division: bool = False,
+                                     ) -> np.ndarray:  # fmt: skip
     """``clamp(round(acc * (AS * BS) / OS) + OZP, Min, Max)``, ``acc = (A - AZP) @ (B - BZP)``.
 
     ``a`` is ``[..., M, K]`` and ``b`` ``[..., K, N]``; the scales and zero points broadcast

@@ -4,7 +4,10 @@ Split out so that a computation that accumulates ``(A - AZP) @ (B - BZP)`` its o
 chunks, in :mod:`dmlq.dask`) requantizes with exactly the reference's float64 formula.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .saturate import saturate
 
@@ -19,13 +22,14 @@ def centred(values: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
     return values if zero_point is None else values - zero_point.astype(np.int64)
 
 
-def widened(scale) -> np.ndarray:
+def widened(scale: ArrayLike) -> np.ndarray:
     """A scale rounded to float32 (DirectML's type), then widened exactly to float64."""
     return np.asarray(scale, np.float32).astype(np.float64)
 
 
-def requantize(accumulated: np.ndarray, a_scale, b_scale, output_scale, output_zero_point,
-               output_dtype, *, reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
+def requantize(accumulated: np.ndarray, a_scale: ArrayLike, b_scale: ArrayLike, output_scale: ArrayLike,
+               output_zero_point: np.ndarray | None, output_dtype: DTypeLike, *,
+               reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """``clamp(round(acc * (AS * BS) / OS) + OZP, Min, Max)`` for an exact integer ``acc``.
 
     Evaluated in float64 with the float32 scales widened; halves round to even, NaN gives 0.
@@ -35,13 +39,13 @@ def requantize(accumulated: np.ndarray, a_scale, b_scale, output_scale, output_z
            [-4]], dtype=int8)
     """
     real_scale = widened(a_scale) * widened(b_scale)
-    output_scale = np.asarray(output_scale, np.float32)
+    output_scale32 = np.asarray(output_scale, np.float32)
     with np.errstate(all="ignore"):
         value = accumulated.astype(np.float64) * real_scale
         if reciprocal_division:
-            value = value * (np.float32(1) / output_scale).astype(np.float64)
+            value = value * (np.float32(1) / output_scale32).astype(np.float64)
         else:
-            value = value / widened(output_scale)
+            value = value / widened(output_scale32)
         result = np.rint(value)
         if output_zero_point is not None:
             result = result + output_zero_point.astype(np.float64)

@@ -14,7 +14,7 @@ def integer_range(dtype: np.dtype) -> tuple[int, int]:
     >>> integer_range(np.dtype(np.int8))
     (-128, 127)
     """
-    info = ml_dtypes.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)  # type: ignore[no-untyped-call]  # ml_dtypes leaves it untyped
     return int(info.min), int(info.max)
 
 
