@@ -56,11 +56,11 @@ class TensorDesc:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_type", _parsed_data_type(self.data_type))
-        object.__setattr__(self, "sizes", _plain_ints(self.sizes))
+        object.__setattr__(self, "sizes", plain_ints(self.sizes))
         if self.strides is not None:
-            object.__setattr__(self, "strides", _plain_ints(self.strides))
+            object.__setattr__(self, "strides", plain_ints(self.strides))
         for name in ("total_tensor_size_in_bytes", "flags", "guaranteed_base_offset_alignment"):
-            object.__setattr__(self, name, _plain_int(getattr(self, name)))
+            object.__setattr__(self, name, plain_int(getattr(self, name)))
         if self.total_tensor_size_in_bytes is None:
             object.__setattr__(self, "total_tensor_size_in_bytes", _safe_size(self))
 
@@ -219,7 +219,7 @@ def _check_flags(desc: TensorDesc, is_output: bool) -> str | None:
 
 def _parsed_data_type(value: object) -> object:
     """A DataType from a member, its value or its name; anything else stays for validation to report."""
-    value = _plain_int(value)
+    value = plain_int(value)
     if isinstance(value, str) or _is_int(value):
         try:
             return DataType.parse(value)
@@ -228,18 +228,18 @@ def _parsed_data_type(value: object) -> object:
     return value
 
 
-def _plain_ints(values: object) -> object:
+def plain_ints(values: object) -> object:
     """A sequence as a tuple of Python ints (from NumPy integers too); anything that is not a
     sequence, and elements that are not integers, stay as given for validation to report."""
     if isinstance(values, (str, bytes)):
         return values
     try:
-        return tuple(_plain_int(value) for value in values)
+        return tuple(plain_int(value) for value in values)
     except TypeError:  # not iterable
         return values
 
 
-def _plain_int(value: object) -> object:
+def plain_int(value: object) -> object:
     if isinstance(value, (bool, int)):
         return value
     try:
