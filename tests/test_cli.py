@@ -212,10 +212,30 @@ def test_quantize_int4_blockwise(tmp_path):
     assert_same(np.load(folder / "quantize_int4_blockwise_out.npy"), expected)  # values, one per byte
 
 
+def correlate_loops(x, w, strides, pads) -> np.ndarray:
+    """A 2-D cross-correlation of int64 {C, H, W} with {M, C, kH, kW}, zero padding, by loops."""
+    x = np.pad(x, [(0, 0), (pads, pads), (pads, pads)])
+    m, _, kh, kw = w.shape
+    rows, cols = (x.shape[1] - kh) // strides + 1, (x.shape[2] - kw) // strides + 1
+    out = np.zeros((m, rows, cols), np.int64)
+    for o, i, j in np.ndindex(*out.shape):
+        out[o, i, j] = np.sum(x[:, i * strides : i * strides + kh, j * strides : j * strides + kw] * w[o])
+    return out
+
+
+def test_convolution_integer(tmp_path):
+    values, folder = run_example("convolution_integer", tmp_path)
+    image = np.arange(10, 170, 10).reshape(1, 4, 4) - 80
+    filters = np.array([[1, 0, -1, 2, 0, -2, 1, 0, -1], [1, 2, 1, 0, 0, 0, -1, -2, -1]]).reshape(2, 1, 3, 3)
+    expected = correlate_loops(image, filters - np.array([0, 1]).reshape(2, 1, 1, 1), 2, 1).astype(np.int32)
+    assert_same(values["Out"].astype(np.int32), expected.reshape(-1))
+    assert_same(np.load(folder / "convolution_integer_out.npy"), expected.reshape(1, 2, 2, 2))
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
-              "quantize_int4_blockwise"}  # fmt: skip
+              "quantize_int4_blockwise", "convolution_integer"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

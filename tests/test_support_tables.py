@@ -130,6 +130,32 @@ PAGES: dict[str, dict[str, dict]] = {
             output=(I8, U8),
         ),
     },
+    "ConvolutionInteger": {  # spec/QUANTIZED-FAMILY.md §2.3
+        "4_0": row(
+            {
+                "input": (3, 4),
+                "input_zero_point": (1, 4),
+                "filter": (3, 4),
+                "filter_zero_point": (1, 4),
+                "output": (3, 4),
+            },
+            ["input_zero_point", "filter_zero_point"],
+            input=(I8, U8),
+            input_zero_point=(I8, U8),
+            filter=(I8, U8),
+            filter_zero_point=(I8, U8),
+            output=(I32,),
+        ),
+        "2_1": row(
+            (4, 4),
+            ["input_zero_point", "filter_zero_point"],
+            input=(I8, U8),
+            input_zero_point=(I8, U8),
+            filter=(I8, U8),
+            filter_zero_point=(I8, U8),
+            output=(I32,),
+        ),
+    },  # fmt: skip
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -253,6 +279,22 @@ def matmul(
     )
 
 
+def spatial_tensor(data_type: DataType, ndim: int, channels: int) -> TensorDesc:
+    """``{N, C, *spatial}`` of spatial sizes 2 (a 1 x 1 window keeps them)."""
+    return tensor(data_type, [1, channels] + [2] * (ndim - 2)) if ndim >= 2 else tensor(data_type, [channels])
+
+
+def convolution_integer(ndim: int, qdim: int, x: DataType, w: DataType, out: DataType,
+                        zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    one = [1] * qdim
+    return ops.ConvolutionInteger(
+        input=spatial_tensor(x, ndim, 2), input_zero_point=tensor(x, one) if zero_points else None,
+        filter=tensor(w, [2, 2] + [1] * (ndim - 2)),
+        filter_zero_point=tensor(w, one) if zero_points else None,
+        output=spatial_tensor(out, ndim, 2),
+    )  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -284,6 +326,11 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
         (1, 2, 3, 4, 5), (1, 2, 4, 5), (U8, I8, I32), (U8, I8), (U8, I8, F32), (True, False)
     ):
         yield f"qlmm-{n}d-q{q}d-{a.name}-{b.name}-{out.name}-zp{zp:d}", matmul(n, q, a, b, out, zp)
+    for n, q, x, w, out, zp in itertools.product(
+        (2, 3, 4, 5), (1, 3, 4, 5), (U8, I8, I16), (U8, I8), (I32, I16), (True, False)
+    ):
+        name = f"convint-{n}d-q{q}d-{x.name}-{w.name}-{out.name}-zp{zp:d}"
+        yield name, convolution_integer(n, q, x, w, out, zp)
 
 
 GRID = dict(grid())

@@ -19,6 +19,7 @@ from . import _core, reference
 from .activations import Activation
 from .int4 import FOUR_BIT_DTYPES, Nibbles
 from .ops import (
+    ConvolutionInteger,
     Dequantize,
     ElementWiseAdd,
     ElementWiseAdd1,
@@ -258,6 +259,35 @@ def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -
     out[...] = reference.dequantize(_values(q), scale, zero_point, out.dtype)
 
 
+# -- the quantized family (spec/QUANTIZED-FAMILY.md) -----------------------------------------------------
+# Each function adapts DirectML's views to the reference's operands (a 3-D convolution tensor {N, C, W} as
+# {N, C, 1, W}, per-channel tensors as vectors), then computes. The computation is the NumPy reference
+# (exact: int64 sums) until family-kernels' C kernels are merged: the line marked "compute" is the one
+# that then calls _core.
+
+
+def _vector(view: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor or per-channel view as its values in order (None stays None)."""
+    return None if view is None else view.reshape(-1)
+
+
+def _four_dimensional(view: np.ndarray) -> np.ndarray:
+    """A convolution's ``{N, C, [H], W}`` view with its H (1 when absent)."""
+    return view if view.ndim == 4 else view[:, :, np.newaxis]
+
+
+def _window(desc) -> dict[str, object]:
+    return {"strides": desc.strides, "dilations": desc.dilations, "start_padding": desc.start_padding,
+            "end_padding": desc.end_padding, "group_count": desc.group_count}  # fmt: skip
+
+
+def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    x_zero_point, w_zero_point = _vector(views["input_zero_point"]), _vector(views["filter_zero_point"])
+    result = reference.convolution_integer(x, x_zero_point, w, w_zero_point, **_window(desc))  # compute
+    out[...] = result.reshape(out.shape)
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -269,4 +299,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     QuantizedLinearMatrixMultiply: quantized_linear_matrix_multiply,
     Quantize: quantize,
     Dequantize: dequantize,
+    ConvolutionInteger: convolution_integer,
 }

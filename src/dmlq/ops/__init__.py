@@ -3,12 +3,14 @@
 >>> from dmlq import ops
 >>> [cls.__name__ for cls in ops.OPERATORS]  # doctest: +NORMALIZE_WHITESPACE
 ['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
- 'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize']
+ 'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
+ 'ConvolutionInteger']
 """
 
 from .add import ElementWiseAdd
 from .add1 import ElementWiseAdd1
 from .base import OperatorDesc
+from .convolution_integer import ConvolutionInteger
 from .dequantize import Dequantize
 from .dequantize_linear import ElementWiseDequantizeLinear
 from .quantize import Quantize
@@ -25,6 +27,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     QuantizedLinearMatrixMultiply,
     Quantize,
     Dequantize,
+    ConvolutionInteger,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

@@ -6,6 +6,7 @@ new array of the output's dtype.
 """
 
 from .add import add
+from .convolution_integer import convolution_integer
 from .dequantize import dequantize
 from .dequantize_linear import dequantize_linear
 from .quantize import quantize
@@ -15,6 +16,7 @@ from .quantized_linear_matrix_multiply import quantized_linear_matrix_multiply
 
 __all__ = [
     "add",
+    "convolution_integer",
     "dequantize",
     "dequantize_linear",
     "quantize",
