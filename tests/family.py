@@ -3,6 +3,7 @@ independent oracles (one-node ONNX models run by onnx.reference and by onnxrunti
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,6 +11,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from dmlq import DataType, Device, TensorDesc
+from dmlq.reference.windows import output_size
 
 BYTE_TYPES = ("uint8", "int8")
 
@@ -80,3 +82,70 @@ def onnxruntime_cpu(model, inputs) -> list[np.ndarray]:
 
 
 INT32, FLOAT, UINT8, INT8 = TensorProto.INT32, TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8
+
+
+# -- convolutions ---------------------------------------------------------------------------------------
+
+TYPES = list(itertools.product(BYTE_TYPES, BYTE_TYPES))
+# (input sizes, filter sizes, attributes): padding on every side, strides and dilations > 1, groups,
+# depthwise, 1 x 1, odd sizes, 1-D ({N, C, W}) convolutions
+GEOMETRIES = {
+    "3x3": ((1, 3, 7, 7), (4, 3, 3, 3), {}),
+    "padded-every-side": ((2, 2, 6, 5), (3, 2, 3, 2), {"start_padding": (1, 2), "end_padding": (3, 1)}),
+    "strided-dilated": ((1, 3, 11, 10), (2, 3, 3, 3), {"strides": (2, 3), "dilations": (2, 3),
+                                                       "start_padding": (2, 1), "end_padding": (1, 2)}),
+    "groups": ((1, 6, 6, 6), (4, 3, 3, 3), {"group_count": 2, "start_padding": (1, 1),
+                                            "end_padding": (1, 1)}),
+    "depthwise": ((2, 5, 8, 7), (5, 1, 3, 3), {"group_count": 5, "strides": (2, 2), "start_padding": (1, 1),
+                                               "end_padding": (1, 1)}),
+    "pointwise": ((1, 8, 5, 3), (6, 8, 1, 1), {}),
+    "odd": ((3, 5, 9, 11), (7, 5, 5, 2), {"strides": (3, 2), "end_padding": (2, 0)}),
+    "1-d": ((2, 3, 13), (4, 3, 4), {"strides": (1, 2), "dilations": (1, 2), "start_padding": (0, 3),
+                                    "end_padding": (0, 1)}),
+}  # fmt: skip
+
+
+def attributes(given: dict) -> dict:
+    return {"strides": (1, 1), "dilations": (1, 1), "start_padding": (0, 0), "end_padding": (0, 0),
+            "group_count": 1} | given  # fmt: skip
+
+
+def output_sizes(x_sizes, w_sizes, attrs) -> tuple[int, ...]:
+    spatial = (1,) * (4 - len(x_sizes)) + tuple(x_sizes[2:])
+    window = (1,) * (4 - len(w_sizes)) + tuple(w_sizes[2:])
+    out = [output_size(*args) for args in zip(spatial, attrs["start_padding"], attrs["end_padding"], window,
+                                              attrs["strides"], attrs["dilations"])]  # fmt: skip
+    return (x_sizes[0], w_sizes[0], *out[4 - len(x_sizes) :])
+
+
+def convolution_sums(x, x_zero_point, w, w_zero_point, **given) -> np.ndarray:
+    """The integer convolutions' sum with Python ints and explicit bounds checks (int64; the zero
+    points scalars or per-output-channel vectors)."""
+    attrs = attributes(given)
+    x4 = x if x.ndim == 4 else x[:, :, None]
+    w4 = w if w.ndim == 4 else w[:, :, None]
+    n_count, _, height, width = x4.shape
+    m_count, channels, kh, kw = w4.shape
+    out = np.zeros(output_sizes(x4.shape, w4.shape, attrs), np.int64)
+    (sh, sw), (dh, dw), (ph, pw) = attrs["strides"], attrs["dilations"], attrs["start_padding"]
+    xz = 0 if x_zero_point is None else int(np.asarray(x_zero_point).item())
+    per_group = m_count // attrs["group_count"]
+    for n, m, oy, ox in np.ndindex(*out.shape):
+        wz = 0 if w_zero_point is None else int(np.broadcast_to(w_zero_point, (m_count,))[m])
+        total = 0
+        for c, ky, kx in itertools.product(range(channels), range(kh), range(kw)):
+            y, xx = oy * sh - ph + ky * dh, ox * sw - pw + kx * dw
+            if 0 <= y < height and 0 <= xx < width:
+                total += (int(x4[n, (m // per_group) * channels + c, y, xx]) - xz) * (
+                    int(w4[m, c, ky, kx]) - wz
+                )
+        out[n, m, oy, ox] = total
+    return out.reshape(output_sizes(x.shape, w.shape, attrs))
+
+
+def onnx_convolution_attributes(ndim: int, given: dict) -> dict:
+    """The ONNX attributes of a geometry (a 1-D convolution drops the H values)."""
+    attrs, cut = attributes(given), 4 - ndim
+    return {"group": attrs["group_count"], "strides": list(attrs["strides"][cut:]),
+            "dilations": list(attrs["dilations"][cut:]),
+            "pads": list(attrs["start_padding"][cut:] + attrs["end_padding"][cut:])}  # fmt: skip

@@ -232,10 +232,23 @@ def test_convolution_integer(tmp_path):
     assert_same(np.load(folder / "convolution_integer_out.npy"), expected.reshape(1, 2, 2, 2))
 
 
+def test_quantized_linear_convolution_with_owned_filters(tmp_path):
+    values, folder = run_example("quantized_linear_convolution", tmp_path)
+    model = load_model(EXAMPLES / "quantized_linear_convolution.json")
+    image = model.resources["Image"].values(32).astype(np.int64).reshape(2, 4, 4) - 128
+    filters = model.resources["Filters"].values(36).astype(np.int64).reshape(2, 2, 3, 3)
+    sums = correlate_loops(image, filters, 2, 1) + np.array([500, -800]).reshape(2, 1, 1)
+    real_scale = f32(0.02).astype(np.float64) * f32([0.01, 0.005]).astype(np.float64)
+    value = sums * real_scale.reshape(2, 1, 1) / f32(0.01).astype(np.float64)
+    expected = np.clip(np.rint(value) - 10, -128, 127).astype(np.int8)
+    assert_same(values["Out"].astype(np.int8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantized_linear_convolution_out.npy"), expected.reshape(1, 2, 2, 2))
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
-              "quantize_int4_blockwise", "convolution_integer"}  # fmt: skip
+              "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

@@ -3,45 +3,25 @@ CPU and a loop written here with Python ints; its validation rules."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
 from dmlq import DataType, Device, DmlError, TensorDesc, ops, reference
-from dmlq.reference.windows import output_size
-from family import INT32, execute, node_model, onnx_reference, onnxruntime_cpu, random_bytes, tensor_of
-
-# (input sizes, filter sizes, attributes): padding on every side, strides and dilations > 1, groups,
-# depthwise, 1 x 1, odd sizes, 1-D ({N, C, W}) convolutions
-GEOMETRIES = {
-    "3x3": ((1, 3, 7, 7), (4, 3, 3, 3), {}),
-    "padded-every-side": ((2, 2, 6, 5), (3, 2, 3, 2), {"start_padding": (1, 2), "end_padding": (3, 1)}),
-    "strided-dilated": ((1, 3, 11, 10), (2, 3, 3, 3), {"strides": (2, 3), "dilations": (2, 3),
-                                                       "start_padding": (2, 1), "end_padding": (1, 2)}),
-    "groups": ((1, 6, 6, 6), (4, 3, 3, 3), {"group_count": 2, "start_padding": (1, 1),
-                                            "end_padding": (1, 1)}),
-    "depthwise": ((2, 5, 8, 7), (5, 1, 3, 3), {"group_count": 5, "strides": (2, 2), "start_padding": (1, 1),
-                                               "end_padding": (1, 1)}),
-    "pointwise": ((1, 8, 5, 3), (6, 8, 1, 1), {}),
-    "odd": ((3, 5, 9, 11), (7, 5, 5, 2), {"strides": (3, 2), "end_padding": (2, 0)}),
-    "1-d": ((2, 3, 13), (4, 3, 4), {"strides": (1, 2), "dilations": (1, 2), "start_padding": (0, 3),
-                                    "end_padding": (0, 1)}),
-}  # fmt: skip
-TYPES = list(itertools.product(("uint8", "int8"), ("uint8", "int8")))
-
-
-def attributes(given: dict) -> dict:
-    return {"strides": (1, 1), "dilations": (1, 1), "start_padding": (0, 0), "end_padding": (0, 0),
-            "group_count": 1} | given  # fmt: skip
-
-
-def output_sizes(x_sizes, w_sizes, attrs) -> tuple[int, ...]:
-    spatial = (1,) * (4 - len(x_sizes)) + tuple(x_sizes[2:])
-    window = (1,) * (4 - len(w_sizes)) + tuple(w_sizes[2:])
-    out = [output_size(*args) for args in zip(spatial, attrs["start_padding"], attrs["end_padding"], window,
-                                              attrs["strides"], attrs["dilations"])]  # fmt: skip
-    return (x_sizes[0], w_sizes[0], *out[4 - len(x_sizes) :])
+from family import (
+    GEOMETRIES,
+    INT32,
+    TYPES,
+    attributes,
+    convolution_sums,
+    execute,
+    node_model,
+    onnx_convolution_attributes,
+    onnx_reference,
+    onnxruntime_cpu,
+    output_sizes,
+    random_bytes,
+    tensor_of,
+)
 
 
 def convolution(x, x_zero_point, w, w_zero_point, **given) -> np.ndarray:
@@ -57,40 +37,18 @@ def convolution(x, x_zero_point, w, w_zero_point, **given) -> np.ndarray:
     return execute(desc, [x, x_zero_point, w, w_zero_point])[0]
 
 
-def onnx_model(x, x_zero_point, w, w_zero_point, attrs):
-    """ONNX ConvInteger with the same geometry (a 1-D convolution drops the H attributes)."""
-    cut = 4 - x.ndim
+def onnx_model(x, x_zero_point, w, w_zero_point, given: dict):
+    """ONNX ConvInteger with the same geometry."""
+    inputs = [("x", x), ("w", w), ("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)]
     return node_model(
-        "ConvInteger", [("x", x), ("w", w), ("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)],
-        [("y", INT32)], opset=10, group=attrs["group_count"], strides=list(attrs["strides"][cut:]),
-        dilations=list(attrs["dilations"][cut:]),
-        pads=list(attrs["start_padding"][cut:] + attrs["end_padding"][cut:]),
-    )  # fmt: skip
+        "ConvInteger", inputs, [("y", INT32)], opset=10, **onnx_convolution_attributes(x.ndim, given)
+    )
 
 
 def loops(x, x_zero_point, w, w_zero_point, **given) -> np.ndarray:
-    """The page's sum with Python ints and explicit bounds checks, wrapped to 32 bits."""
-    attrs = attributes(given)
-    x4 = x if x.ndim == 4 else x[:, :, None]
-    w4 = w if w.ndim == 4 else w[:, :, None]
-    n_count, _, height, width = x4.shape
-    m_count, channels, kh, kw = w4.shape
-    out = np.zeros(output_sizes(x4.shape, w4.shape, attrs), np.int64)
-    (sh, sw), (dh, dw), (ph, pw) = attrs["strides"], attrs["dilations"], attrs["start_padding"]
-    xz = 0 if x_zero_point is None else int(np.asarray(x_zero_point).item())
-    per_group = m_count // attrs["group_count"]
-    for n, m, oy, ox in np.ndindex(*out.shape):
-        wz = 0 if w_zero_point is None else int(np.broadcast_to(w_zero_point, (m_count,))[m])
-        total = 0
-        for c, ky, kx in itertools.product(range(channels), range(kh), range(kw)):
-            y, xx = oy * sh - ph + ky * dh, ox * sw - pw + kx * dw
-            if 0 <= y < height and 0 <= xx < width:
-                total += (int(x4[n, (m // per_group) * channels + c, y, xx]) - xz) * (
-                    int(w4[m, c, ky, kx]) - wz
-                )
-        out[n, m, oy, ox] = total
-    wrapped = (out + 2**31) % 2**32 - 2**31
-    return wrapped.astype(np.int32).reshape(output_sizes(x.shape, w.shape, attrs))
+    """The page's sum with Python ints, wrapped to 32 bits."""
+    sums = convolution_sums(x, x_zero_point, w, w_zero_point, **given)
+    return ((sums + 2**31) % 2**32 - 2**31).astype(np.int32)
 
 
 def operands(rng, geometry: str, x_type: str, w_type: str, zero_points: str):
@@ -115,7 +73,7 @@ def test_equals_onnx_reference_bit_for_bit(geometry, x_type, w_type, zero_points
         (lambda v: v) if zero_points == "per-channel" else (lambda v: None if v is None else v.reshape(()))
     )
     inputs = [("x", x), ("w", w), ("x_zero_point", scalar(xz)), ("w_zero_point", scalar(wz))]
-    [want] = onnx_reference(onnx_model(x, xz, w, wz, attributes(given)), inputs)
+    [want] = onnx_reference(onnx_model(x, xz, w, wz, given), inputs)
     assert got.dtype == want.dtype == np.int32 and np.array_equal(got, want)
 
 
@@ -124,7 +82,7 @@ def test_equals_onnx_reference_bit_for_bit(geometry, x_type, w_type, zero_points
 def test_equals_onnxruntime_cpu_bit_for_bit(geometry, x_type, w_type, rng):
     x, xz, w, wz, given = operands(rng, geometry, x_type, w_type, "per-tensor")  # ORT: per-tensor only
     inputs = [("x", x), ("w", w), ("x_zero_point", xz.reshape(())), ("w_zero_point", wz.reshape(()))]
-    [want] = onnxruntime_cpu(onnx_model(x, xz.reshape(()), w, wz.reshape(()), attributes(given)), inputs)
+    [want] = onnxruntime_cpu(onnx_model(x, xz.reshape(()), w, wz.reshape(()), given), inputs)
     assert np.array_equal(convolution(x, xz, w, wz, **given), want)
 
 
@@ -149,7 +107,7 @@ def test_extreme_sums_wrap_in_32_bits_like_onnx():
     assert expected[0] > 2**31
     zero = np.array(0, np.uint8)
     inputs = [("x", x), ("w", w), ("x_zero_point", zero), ("w_zero_point", zero)]
-    model = onnx_model(x, zero, w, zero, attributes({}))
+    model = onnx_model(x, zero, w, zero, {})
     assert np.array_equal(got, onnx_reference(model, inputs)[0])
     assert np.array_equal(got, onnxruntime_cpu(model, inputs)[0])
 

@@ -156,6 +156,36 @@ PAGES: dict[str, dict[str, dict]] = {
             output=(I32,),
         ),
     },  # fmt: skip
+    "QuantizedLinearConvolution": {  # spec/QUANTIZED-FAMILY.md §1.3
+        level: row(
+            (4, 4)
+            if level == "2_1"
+            else {
+                "input": (3, 4),
+                "input_scale": (1, 4),
+                "input_zero_point": (1, 4),
+                "filter": (3, 4),
+                "filter_scale": filter_scale,
+                "filter_zero_point": (1, 4),
+                "bias": (3, 4),
+                "output_scale": (1, 4),
+                "output_zero_point": (1, 4),
+                "output": (3, 4),
+            },
+            ["input_zero_point", "filter_zero_point", "bias", "output_zero_point"],
+            input=(I8, U8),
+            input_scale=(F32,),
+            input_zero_point=(I8, U8),
+            filter=(I8, U8),
+            filter_scale=(F32,),
+            filter_zero_point=(I8, U8),
+            bias=(I32,),
+            output_scale=(F32,),
+            output_zero_point=(I8, U8),
+            output=(I8, U8),
+        )
+        for level, filter_scale in (("5_2", (1, 4)), ("4_0", (3, 4)), ("2_1", None))
+    },  # fmt: skip
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -295,6 +325,19 @@ def convolution_integer(ndim: int, qdim: int, x: DataType, w: DataType, out: Dat
     )  # fmt: skip
 
 
+def quantized_linear_convolution(ndim: int, qdim: int, x: DataType, w: DataType, out: DataType,
+                                 zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    one = [1] * qdim
+    per_channel = [1, 2] + [1] * (ndim - 2)
+    return ops.QuantizedLinearConvolution(
+        input=spatial_tensor(x, ndim, 2), input_scale=tensor(F32, one),
+        input_zero_point=tensor(x, one) if zero_points else None, filter=tensor(w, [2, 2] + [1] * (ndim - 2)),
+        filter_scale=tensor(F32, one), filter_zero_point=tensor(w, one) if zero_points else None,
+        bias=tensor(I32, per_channel) if zero_points else None, output_scale=tensor(F32, one),
+        output_zero_point=tensor(out, one) if zero_points else None, output=spatial_tensor(out, ndim, 2),
+    )  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -331,6 +374,11 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
     ):
         name = f"convint-{n}d-q{q}d-{x.name}-{w.name}-{out.name}-zp{zp:d}"
         yield name, convolution_integer(n, q, x, w, out, zp)
+    for n, q, x, w, out, zp in itertools.product(
+        (2, 3, 4, 5), (1, 2, 3, 4, 5), (U8, I8, I16), (U8, I8), (U8, I8, I32), (True, False)
+    ):
+        name = f"qlconv-{n}d-q{q}d-{x.name}-{w.name}-{out.name}-zp{zp:d}"
+        yield name, quantized_linear_convolution(n, q, x, w, out, zp)
 
 
 GRID = dict(grid())

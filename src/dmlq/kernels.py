@@ -28,6 +28,7 @@ from .ops import (
     ElementWiseQuantizeLinear,
     OperatorDesc,
     Quantize,
+    QuantizedLinearConvolution,
     QuantizedLinearMatrixMultiply,
 )
 from .packed import PackedB
@@ -288,6 +289,17 @@ def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division
     out[...] = result.reshape(out.shape)
 
 
+def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    names = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias", "output_scale",
+             "output_zero_point")  # fmt: skip
+    xs, xz, ws, wz, bias, ys, yz = (_vector(views[name]) for name in names)
+    division = {"reciprocal_division": reciprocal_division}
+    result = reference.quantized_linear_convolution(x, xs, xz, w, ws, wz, bias, ys, yz, out.dtype,
+                                                    **division, **_window(desc))  # compute  # fmt: skip
+    out[...] = result.reshape(out.shape)
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -300,4 +312,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     Quantize: quantize,
     Dequantize: dequantize,
     ConvolutionInteger: convolution_integer,
+    QuantizedLinearConvolution: quantized_linear_convolution,
 }

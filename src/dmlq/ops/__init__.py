@@ -4,7 +4,7 @@
 >>> [cls.__name__ for cls in ops.OPERATORS]  # doctest: +NORMALIZE_WHITESPACE
 ['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
  'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
- 'ConvolutionInteger']
+ 'QuantizedLinearConvolution', 'ConvolutionInteger']
 """
 
 from .add import ElementWiseAdd
@@ -16,6 +16,7 @@ from .dequantize_linear import ElementWiseDequantizeLinear
 from .quantize import Quantize
 from .quantize_linear import ElementWiseQuantizeLinear
 from .quantized_linear_add import ElementWiseQuantizedLinearAdd
+from .quantized_linear_convolution import QuantizedLinearConvolution
 from .quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
 
 OPERATORS: tuple[type[OperatorDesc], ...] = (
@@ -27,6 +28,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     QuantizedLinearMatrixMultiply,
     Quantize,
     Dequantize,
+    QuantizedLinearConvolution,
     ConvolutionInteger,
 )
 

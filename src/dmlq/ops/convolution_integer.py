@@ -86,6 +86,14 @@ def convolution_shape_violations(desc: OperatorDesc) -> Iterator[tuple[str, str]
         )
 
 
+CONVOLUTION_SHAPES = Rule(
+    "Input is {N, C, [H], W}, Filter {M, C / GroupCount, [kH], kW} and Output {N, M, [outH], outW} with "
+    "out = 1 + (in + start + end - (1 + (k - 1) * dilation)) / stride (rounded down); GroupCount divides "
+    "C and M",
+    convolution_shape_violations,
+)
+
+
 def per_channel_violations(desc: OperatorDesc, per_tensor: tuple[str, ...],
                            per_channel: tuple[str, ...]) -> Iterator[tuple[str, str]]:  # fmt: skip
     """Each present tensor of ``per_tensor`` with one element, each of ``per_channel`` per-tensor or
@@ -173,9 +181,7 @@ class ConvolutionInteger(WindowedOperator):
     )
     RULES = (
         *CONVOLUTION_ATTRIBUTES,
-        Rule("Input is {N, C, [H], W}, Filter {M, C / GroupCount, [kH], kW} and Output {N, M, [outH], outW} "
-             "with out = 1 + (in + start + end - (1 + (k - 1) * dilation)) / stride (rounded down); "
-             "GroupCount divides C and M", convolution_shape_violations),
+        CONVOLUTION_SHAPES,
         Rule("InputZeroPoint is per-tensor (every size 1); FilterZeroPoint per-tensor or per-output-channel "
              "{1, M, 1, 1} (with fewer dimensions, M along dimension 0 or 1)", _zero_point_shapes),
     )  # fmt: skip

@@ -12,6 +12,7 @@ from .dequantize_linear import dequantize_linear
 from .quantize import quantize
 from .quantize_linear import quantize_linear
 from .quantized_linear_add import quantized_linear_add
+from .quantized_linear_convolution import quantized_linear_convolution
 from .quantized_linear_matrix_multiply import quantized_linear_matrix_multiply
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "quantize",
     "quantize_linear",
     "quantized_linear_add",
+    "quantized_linear_convolution",
     "quantized_linear_matrix_multiply",
 ]
