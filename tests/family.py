@@ -149,3 +149,21 @@ def onnx_convolution_attributes(ndim: int, given: dict) -> dict:
     return {"group": attrs["group_count"], "strides": list(attrs["strides"][cut:]),
             "dilations": list(attrs["dilations"][cut:]),
             "pads": list(attrs["start_padding"][cut:] + attrs["end_padding"][cut:])}  # fmt: skip
+
+
+# -- matrix multiplies -----------------------------------------------------------------------------------
+
+
+def broadcast_tensor(array: np.ndarray, sizes: Sequence[int]) -> TensorDesc:
+    """A description of the packed ``array`` read as ``sizes`` (NumPy's right-aligned broadcast, through
+    zero strides)."""
+    own = (1,) * (len(sizes) - array.ndim) + array.shape
+    packed = np.empty(own, np.int8).strides  # element strides of the packed array, in bytes of one
+    strides = [0 if size == 1 and target != 1 else stride for size, target, stride in zip(own, sizes, packed)]
+    return TensorDesc(DataType.from_dtype(array.dtype), list(sizes), strides)
+
+
+def matrix_sizes(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The sizes A, B and the output take: NumPy's broadcast batch, at least 2 dimensions."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return (*batch, *a.shape[-2:]), (*batch, *b.shape[-2:]), (*batch, a.shape[-2], b.shape[-1])

@@ -245,10 +245,20 @@ def test_quantized_linear_convolution_with_owned_filters(tmp_path):
     assert_same(np.load(folder / "quantized_linear_convolution_out.npy"), expected.reshape(1, 2, 2, 2))
 
 
+def test_matrix_multiply_integer(tmp_path):
+    values, folder = run_example("matrix_multiply_integer", tmp_path)
+    a = np.array([[130, 120, 140, 100], [255, 0, 128, 64]]) - 128
+    b = np.array([[1, -2, 3], [-4, 5, 6], [-7, 8, -9], [127, -128, 0]]) - np.array([0, 1, -1])
+    expected = (a @ b).astype(np.int32)
+    assert_same(values["Out"].astype(np.int32), expected.reshape(-1))
+    assert_same(np.load(folder / "matrix_multiply_integer_out.npy"), expected)
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
-              "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution"}  # fmt: skip
+              "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution",
+              "matrix_multiply_integer"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

@@ -186,6 +186,26 @@ PAGES: dict[str, dict[str, dict]] = {
         )
         for level, filter_scale in (("5_2", (1, 4)), ("4_0", (3, 4)), ("2_1", None))
     },  # fmt: skip
+    "MatrixMultiplyInteger": {  # spec/QUANTIZED-FAMILY.md §3.3
+        level: row(
+            (4, 4)
+            if level == "2_1"
+            else {
+                "a": (2, 4),
+                "a_zero_point": (1, 4),
+                "b": (2, 4),
+                "b_zero_point": b_zero_point,
+                "output": (2, 4),
+            },
+            ["a_zero_point", "b_zero_point"],
+            a=(I8, U8),
+            a_zero_point=(I8, U8),
+            b=(I8, U8),
+            b_zero_point=(I8, U8),
+            output=(I32,),
+        )
+        for level, b_zero_point in (("5_2", (1, 4)), ("4_0", (2, 4)), ("2_1", None))
+    },  # fmt: skip
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -338,6 +358,17 @@ def quantized_linear_convolution(ndim: int, qdim: int, x: DataType, w: DataType,
     )  # fmt: skip
 
 
+def matrix_multiply_integer(ndim: int, qdim: int, a: DataType, b: DataType, out: DataType,
+                            zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    batch = [1] * max(ndim - 2, 0)
+    a_sizes, b_sizes, out_sizes = [batch + [2, 3], batch + [3, 4], batch + [2, 4]] if ndim >= 2 else [[3]] * 3
+    one = [1] * qdim
+    return ops.MatrixMultiplyInteger(
+        a=tensor(a, a_sizes), a_zero_point=tensor(a, one) if zero_points else None, b=tensor(b, b_sizes),
+        b_zero_point=tensor(b, one) if zero_points else None, output=tensor(out, out_sizes),
+    )  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -379,6 +410,11 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
     ):
         name = f"qlconv-{n}d-q{q}d-{x.name}-{w.name}-{out.name}-zp{zp:d}"
         yield name, quantized_linear_convolution(n, q, x, w, out, zp)
+    for n, q, a, b, out, zp in itertools.product(
+        (1, 2, 3, 4, 5), (1, 2, 4, 5), (U8, I8, I16), (U8, I8), (I32, U32), (True, False)
+    ):
+        name = f"mmint-{n}d-q{q}d-{a.name}-{b.name}-{out.name}-zp{zp:d}"
+        yield name, matrix_multiply_integer(n, q, a, b, out, zp)
 
 
 GRID = dict(grid())

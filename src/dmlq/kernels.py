@@ -26,6 +26,7 @@ from .ops import (
     ElementWiseDequantizeLinear,
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
+    MatrixMultiplyInteger,
     OperatorDesc,
     Quantize,
     QuantizedLinearConvolution,
@@ -300,6 +301,22 @@ def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal
     out[...] = result.reshape(out.shape)
 
 
+def _rows(view: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor or per-row view as a column ``[M or 1, 1]`` (None stays None)."""
+    return None if view is None else view.reshape(-1, 1)
+
+
+def _columns(view: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor or per-column view as a row ``[1, N or 1]`` (None stays None)."""
+    return None if view is None else view.reshape(1, -1)
+
+
+def matrix_multiply_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    a, a_zero_point = views["a"], _rows(views["a_zero_point"])
+    b, b_zero_point = views["b"], _columns(views["b_zero_point"])
+    out[...] = reference.matrix_multiply_integer(a, a_zero_point, b, b_zero_point)  # compute
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -313,4 +330,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     Dequantize: dequantize,
     ConvolutionInteger: convolution_integer,
     QuantizedLinearConvolution: quantized_linear_convolution,
+    MatrixMultiplyInteger: matrix_multiply_integer,
 }

@@ -4,7 +4,8 @@
 >>> [cls.__name__ for cls in ops.OPERATORS]  # doctest: +NORMALIZE_WHITESPACE
 ['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
  'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
- 'QuantizedLinearConvolution', 'ConvolutionInteger']
+ 'QuantizedLinearConvolution', 'ConvolutionInteger',
+ 'MatrixMultiplyInteger']
 """
 
 from .add import ElementWiseAdd
@@ -13,6 +14,7 @@ from .base import OperatorDesc
 from .convolution_integer import ConvolutionInteger
 from .dequantize import Dequantize
 from .dequantize_linear import ElementWiseDequantizeLinear
+from .matrix_multiply_integer import MatrixMultiplyInteger
 from .quantize import Quantize
 from .quantize_linear import ElementWiseQuantizeLinear
 from .quantized_linear_add import ElementWiseQuantizedLinearAdd
@@ -30,6 +32,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     Dequantize,
     QuantizedLinearConvolution,
     ConvolutionInteger,
+    MatrixMultiplyInteger,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

@@ -9,6 +9,7 @@ from .add import add
 from .convolution_integer import convolution_integer
 from .dequantize import dequantize
 from .dequantize_linear import dequantize_linear
+from .matrix_multiply_integer import matrix_multiply_integer
 from .quantize import quantize
 from .quantize_linear import quantize_linear
 from .quantized_linear_add import quantized_linear_add
@@ -20,6 +21,7 @@ __all__ = [
     "convolution_integer",
     "dequantize",
     "dequantize_linear",
+    "matrix_multiply_integer",
     "quantize",
     "quantize_linear",
     "quantized_linear_add",
