@@ -254,11 +254,21 @@ def test_matrix_multiply_integer(tmp_path):
     assert_same(np.load(folder / "matrix_multiply_integer_out.npy"), expected)
 
 
+def test_matrix_multiply_integer_to_float(tmp_path):
+    values, folder = run_example("matrix_multiply_integer_to_float", tmp_path)
+    a = np.array([[10, 200, 128], [0, 255, 77]]) - 128
+    b = np.array([[1, 250], [30, 100], [128, 129]]) - np.array([100, 150])
+    scale = f32(0.05).astype(np.float64) * f32([0.02, 0.01]).astype(np.float64)
+    expected = ((a @ b) * scale).astype(np.float32) + f32([0.5, -0.25])
+    assert_same(values["Out"].astype(np.float32), expected.reshape(-1))
+    assert_same(np.load(folder / "matrix_multiply_integer_to_float_out.npy"), expected)
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
               "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution",
-              "matrix_multiply_integer"}  # fmt: skip
+              "matrix_multiply_integer", "matrix_multiply_integer_to_float"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

@@ -206,6 +206,29 @@ PAGES: dict[str, dict[str, dict]] = {
         )
         for level, b_zero_point in (("5_2", (1, 4)), ("4_0", (2, 4)), ("2_1", None))
     },  # fmt: skip
+    "MatrixMultiplyIntegerToFloat": {  # spec/QUANTIZED-FAMILY.md §4.3
+        "6_2": row(
+            {
+                "a": (2, 4),
+                "a_scale": (1, 4),
+                "a_zero_point": (1, 4),
+                "b": (2, 4),
+                "b_scale": (1, 4),
+                "b_zero_point": (1, 4),
+                "bias": (2, 4),
+                "output": (2, 4),
+            },
+            ["a_zero_point", "b_zero_point", "bias"],
+            a=INTS,
+            a_scale=(F32, F16),
+            a_zero_point=INTS,
+            b=INTS,
+            b_scale=(F32, F16),
+            b_zero_point=INTS,
+            bias=(F32, F16),
+            output=(F32, F16),
+        ),
+    },  # fmt: skip
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -369,6 +392,19 @@ def matrix_multiply_integer(ndim: int, qdim: int, a: DataType, b: DataType, out:
     )  # fmt: skip
 
 
+def matrix_multiply_integer_to_float(ndim: int, qdim: int, integers: DataType, floats: DataType,
+                                     zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    batch = [1] * max(ndim - 2, 0)
+    a_sizes, b_sizes, out_sizes = [batch + [2, 3], batch + [3, 4], batch + [2, 4]] if ndim >= 2 else [[3]] * 3
+    one = [1] * qdim
+    return ops.MatrixMultiplyIntegerToFloat(
+        a=tensor(integers, a_sizes), a_scale=tensor(floats, one),
+        a_zero_point=tensor(integers, one) if zero_points else None, b=tensor(integers, b_sizes),
+        b_scale=tensor(floats, one), b_zero_point=tensor(integers, one) if zero_points else None,
+        bias=tensor(floats, out_sizes) if zero_points else None, output=tensor(floats, out_sizes),
+    )  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -415,6 +451,11 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
     ):
         name = f"mmint-{n}d-q{q}d-{a.name}-{b.name}-{out.name}-zp{zp:d}"
         yield name, matrix_multiply_integer(n, q, a, b, out, zp)
+    for n, q, integers, floats, zp in itertools.product(
+        (1, 2, 4, 5), (1, 4, 5), (U32, I16, U8, I64), (F32, F16, F64), (True, False)
+    ):
+        name = f"mmif-{n}d-q{q}d-{integers.name}-{floats.name}-zp{zp:d}"
+        yield name, matrix_multiply_integer_to_float(n, q, integers, floats, zp)
 
 
 GRID = dict(grid())

@@ -27,6 +27,7 @@ from .ops import (
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
     MatrixMultiplyInteger,
+    MatrixMultiplyIntegerToFloat,
     OperatorDesc,
     Quantize,
     QuantizedLinearConvolution,
@@ -317,6 +318,14 @@ def matrix_multiply_integer(desc, views: Views, out: np.ndarray, reciprocal_divi
     out[...] = reference.matrix_multiply_integer(a, a_zero_point, b, b_zero_point)  # compute
 
 
+def matrix_multiply_integer_to_float(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    a, a_scale, a_zero_point = views["a"], _rows(views["a_scale"]), _rows(views["a_zero_point"])
+    b, b_scale, b_zero_point = views["b"], _columns(views["b_scale"]), _columns(views["b_zero_point"])
+    out[...] = reference.matrix_multiply_integer_to_float(
+        a, a_scale, a_zero_point, b, b_scale, b_zero_point, views["bias"], out.dtype
+    )  # compute
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -331,4 +340,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     ConvolutionInteger: convolution_integer,
     QuantizedLinearConvolution: quantized_linear_convolution,
     MatrixMultiplyInteger: matrix_multiply_integer,
+    MatrixMultiplyIntegerToFloat: matrix_multiply_integer_to_float,
 }

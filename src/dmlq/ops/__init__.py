@@ -5,7 +5,7 @@
 ['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
  'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
  'QuantizedLinearConvolution', 'ConvolutionInteger',
- 'MatrixMultiplyInteger']
+ 'MatrixMultiplyInteger', 'MatrixMultiplyIntegerToFloat']
 """
 
 from .add import ElementWiseAdd
@@ -15,6 +15,7 @@ from .convolution_integer import ConvolutionInteger
 from .dequantize import Dequantize
 from .dequantize_linear import ElementWiseDequantizeLinear
 from .matrix_multiply_integer import MatrixMultiplyInteger
+from .matrix_multiply_integer_to_float import MatrixMultiplyIntegerToFloat
 from .quantize import Quantize
 from .quantize_linear import ElementWiseQuantizeLinear
 from .quantized_linear_add import ElementWiseQuantizedLinearAdd
@@ -33,6 +34,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     QuantizedLinearConvolution,
     ConvolutionInteger,
     MatrixMultiplyInteger,
+    MatrixMultiplyIntegerToFloat,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

@@ -10,6 +10,7 @@ from .convolution_integer import convolution_integer
 from .dequantize import dequantize
 from .dequantize_linear import dequantize_linear
 from .matrix_multiply_integer import matrix_multiply_integer
+from .matrix_multiply_integer_to_float import matrix_multiply_integer_to_float
 from .quantize import quantize
 from .quantize_linear import quantize_linear
 from .quantized_linear_add import quantized_linear_add
@@ -22,6 +23,7 @@ __all__ = [
     "dequantize",
     "dequantize_linear",
     "matrix_multiply_integer",
+    "matrix_multiply_integer_to_float",
     "quantize",
     "quantize_linear",
     "quantized_linear_add",
