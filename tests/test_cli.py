@@ -264,11 +264,24 @@ def test_matrix_multiply_integer_to_float(tmp_path):
     assert_same(np.load(folder / "matrix_multiply_integer_to_float_out.npy"), expected)
 
 
+def test_dynamic_quantize_linear(tmp_path):
+    values, folder = run_example("dynamic_quantize_linear", tmp_path)
+    x = f32([0, 2, -3, -2.5, 1.34, 0.5])
+    scale = f32(2 - -3) / np.float32(255)  # the range, widened to include 0, over 255
+    zero_point = np.rint(np.float32(0) - np.float32(-3) / scale)
+    expected = quantize(x, scale, zero_point, 0, 255, np.uint8)
+    assert_same(values["Y"].astype(np.uint8), expected)
+    assert_same(values["Scale"].astype(np.float32), np.float32([scale]))
+    assert values["ZeroPoint"].tolist() == [zero_point] == [153]
+    assert_same(np.load(folder / "dynamic_quantize_linear_out.npy"), expected.reshape(2, 3))
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
               "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution",
-              "matrix_multiply_integer", "matrix_multiply_integer_to_float"}  # fmt: skip
+              "matrix_multiply_integer", "matrix_multiply_integer_to_float",
+              "dynamic_quantize_linear"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

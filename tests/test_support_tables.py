@@ -229,6 +229,11 @@ PAGES: dict[str, dict[str, dict]] = {
             output=(F32, F16),
         ),
     },  # fmt: skip
+    "DynamicQuantizeLinear": {  # spec/QUANTIZED-FAMILY.md §5.3
+        "4_0": row(
+            (1, 8), input=(F32, F16), output=(I8, U8), output_scale=(F32,), output_zero_point=(I8, U8)
+        ),
+    },
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -405,6 +410,16 @@ def matrix_multiply_integer_to_float(ndim: int, qdim: int, integers: DataType, f
     )  # fmt: skip
 
 
+def dynamic_quantize_linear(ndim: int, x: DataType, out: DataType, scale: DataType) -> ops.OperatorDesc:
+    sizes, one = element_sizes(ndim), [1] * ndim
+    return ops.DynamicQuantizeLinear(
+        input=tensor(x, sizes),
+        output=tensor(out, sizes),
+        output_scale=tensor(scale, one),
+        output_zero_point=tensor(out, one),
+    )
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -456,6 +471,8 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
     ):
         name = f"mmif-{n}d-q{q}d-{integers.name}-{floats.name}-zp{zp:d}"
         yield name, matrix_multiply_integer_to_float(n, q, integers, floats, zp)
+    for n, x, out, scale in itertools.product(dims, (F32, F16, F64, I32), (U8, I8, I16), (F32, F16)):
+        yield f"dql-{n}d-{x.name}-{out.name}-{scale.name}", dynamic_quantize_linear(n, x, out, scale)
 
 
 GRID = dict(grid())

@@ -207,7 +207,7 @@ class CompiledOperator:
             if start >= out_end or out_start >= end:
                 continue
             if field_name in self._output_names:
-                raise DmlError(f"{name}.execute: output {out_name} overlaps output {field_name}")
+                raise DmlError(f"{name}.execute: outputs {out_name} and {field_name} overlap")
             if self._desc.IN_PLACE and start == out_start:
                 continue  # the same buffer: identical bindings, whatever the strides address
             rule = (

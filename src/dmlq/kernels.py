@@ -21,6 +21,7 @@ from .int4 import FOUR_BIT_DTYPES, Nibbles
 from .ops import (
     ConvolutionInteger,
     Dequantize,
+    DynamicQuantizeLinear,
     ElementWiseAdd,
     ElementWiseAdd1,
     ElementWiseDequantizeLinear,
@@ -326,6 +327,17 @@ def matrix_multiply_integer_to_float(desc, views: Views, out: np.ndarray, recipr
     )  # compute
 
 
+def dynamic_quantize_linear(
+    desc, views: Views, out: tuple[np.ndarray, ...], reciprocal_division: bool
+) -> None:
+    """``out``: the quantized data, the scale and the zero point (DirectML's three outputs)."""
+    y, scale, zero_point = out
+    results = reference.dynamic_quantize_linear(
+        views["input"], y.dtype, reciprocal_division=reciprocal_division
+    )
+    y[...], scale[...], zero_point[...] = results  # compute
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -341,4 +353,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     QuantizedLinearConvolution: quantized_linear_convolution,
     MatrixMultiplyInteger: matrix_multiply_integer,
     MatrixMultiplyIntegerToFloat: matrix_multiply_integer_to_float,
+    DynamicQuantizeLinear: dynamic_quantize_linear,
 }

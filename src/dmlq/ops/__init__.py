@@ -5,7 +5,8 @@
 ['ElementWiseQuantizeLinear', 'ElementWiseDequantizeLinear', 'ElementWiseQuantizedLinearAdd',
  'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
  'QuantizedLinearConvolution', 'ConvolutionInteger',
- 'MatrixMultiplyInteger', 'MatrixMultiplyIntegerToFloat']
+ 'MatrixMultiplyInteger', 'MatrixMultiplyIntegerToFloat',
+ 'DynamicQuantizeLinear']
 """
 
 from .add import ElementWiseAdd
@@ -14,6 +15,7 @@ from .base import OperatorDesc
 from .convolution_integer import ConvolutionInteger
 from .dequantize import Dequantize
 from .dequantize_linear import ElementWiseDequantizeLinear
+from .dynamic_quantize_linear import DynamicQuantizeLinear
 from .matrix_multiply_integer import MatrixMultiplyInteger
 from .matrix_multiply_integer_to_float import MatrixMultiplyIntegerToFloat
 from .quantize import Quantize
@@ -35,6 +37,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     ConvolutionInteger,
     MatrixMultiplyInteger,
     MatrixMultiplyIntegerToFloat,
+    DynamicQuantizeLinear,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

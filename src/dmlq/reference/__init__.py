@@ -9,6 +9,7 @@ from .add import add
 from .convolution_integer import convolution_integer
 from .dequantize import dequantize
 from .dequantize_linear import dequantize_linear
+from .dynamic_quantize_linear import dynamic_quantize_linear
 from .matrix_multiply_integer import matrix_multiply_integer
 from .matrix_multiply_integer_to_float import matrix_multiply_integer_to_float
 from .quantize import quantize
@@ -22,6 +23,7 @@ __all__ = [
     "convolution_integer",
     "dequantize",
     "dequantize_linear",
+    "dynamic_quantize_linear",
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",
     "quantize",
