@@ -276,12 +276,26 @@ def test_dynamic_quantize_linear(tmp_path):
     assert_same(np.load(folder / "dynamic_quantize_linear_out.npy"), expected.reshape(2, 3))
 
 
+def test_quantized_linear_average_pooling(tmp_path):
+    values, folder = run_example("quantized_linear_average_pooling", tmp_path)
+    image = (
+        np.array([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 255]).reshape(4, 4) - 100
+    )
+    expected = np.empty((2, 2), np.int8)
+    for i, j in np.ndindex(2, 2):
+        window = image[max(2 * i - 1, 0) : 2 * i + 2, max(2 * j - 1, 0) : 2 * j + 2]  # the taps inside
+        average = window.sum() * f32(0.1).astype(np.float64) / window.size
+        expected[i, j] = np.clip(np.rint(average / f32(0.05).astype(np.float64)), -128, 127)
+    assert_same(values["Out"].astype(np.int8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantized_linear_average_pooling_out.npy"), expected.reshape(1, 1, 2, 2))
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
               "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution",
               "matrix_multiply_integer", "matrix_multiply_integer_to_float",
-              "dynamic_quantize_linear"}  # fmt: skip
+              "dynamic_quantize_linear", "quantized_linear_average_pooling"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

@@ -83,6 +83,8 @@ def quantization(rng, sums, x_type: str, w_type: str, out_type: str, per_channel
     ys = np.float32([2.0 ** round(math.log2(spread))]) if powers_of_two else np.float32([spread])
     info = np.iinfo(out_type)
     centre = np.clip(round((info.min + info.max) / 2 - real.mean() / float(ys[0])), info.min, info.max)
+    if powers_of_two:  # ONNX's reference and onnxruntime round after adding YZP: an even one keeps ties alike
+        centre = centre // 2 * 2
     return xs, ws, bias, ys, np.array([centre], out_type)
 
 

@@ -234,6 +234,25 @@ PAGES: dict[str, dict[str, dict]] = {
             (1, 8), input=(F32, F16), output=(I8, U8), output_scale=(F32,), output_zero_point=(I8, U8)
         ),
     },
+    "QuantizedLinearAveragePooling": {  # spec/QUANTIZED-FAMILY.md §6.3
+        "6_2": row(
+            {
+                "input": (4, 5),
+                "input_scale": (1, 5),
+                "input_zero_point": (1, 5),
+                "output_scale": (1, 5),
+                "output_zero_point": (1, 5),
+                "output": (4, 5),
+            },
+            ["input_zero_point", "output_zero_point"],
+            input=(I8, U8),
+            input_scale=(F32,),
+            input_zero_point=(I8, U8),
+            output_scale=(F32,),
+            output_zero_point=(I8, U8),
+            output=(I8, U8),
+        ),
+    },  # fmt: skip
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -420,6 +439,19 @@ def dynamic_quantize_linear(ndim: int, x: DataType, out: DataType, scale: DataTy
     )
 
 
+def quantized_linear_average_pooling(ndim: int, qdim: int, x: DataType, out: DataType,
+                                     zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    spatial = max(ndim - 2, 1)
+    one = [1] * qdim
+    return ops.QuantizedLinearAveragePooling(
+        input=spatial_tensor(x, ndim, 2), input_scale=tensor(F32, one),
+        input_zero_point=tensor(x, one) if zero_points else None, output_scale=tensor(F32, one),
+        output_zero_point=tensor(out, one) if zero_points else None, output=spatial_tensor(out, ndim, 2),
+        dimension_count=spatial, strides=[1] * spatial, window_size=[1] * spatial,
+        start_padding=[0] * spatial, end_padding=[0] * spatial, dilations=[1] * spatial,
+    )  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -471,6 +503,11 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
     ):
         name = f"mmif-{n}d-q{q}d-{integers.name}-{floats.name}-zp{zp:d}"
         yield name, matrix_multiply_integer_to_float(n, q, integers, floats, zp)
+    for n, q, x, out, zp in itertools.product(
+        (3, 4, 5, 6), (1, 4, 5, 6), (U8, I8, I16), (U8, I8, I32), (True, False)
+    ):
+        name = f"qlavgpool-{n}d-q{q}d-{x.name}-{out.name}-zp{zp:d}"
+        yield name, quantized_linear_average_pooling(n, q, x, out, zp)
     for n, x, out, scale in itertools.product(dims, (F32, F16, F64, I32), (U8, I8, I16), (F32, F16)):
         yield f"dql-{n}d-{x.name}-{out.name}-{scale.name}", dynamic_quantize_linear(n, x, out, scale)
 

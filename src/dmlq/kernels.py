@@ -31,6 +31,7 @@ from .ops import (
     MatrixMultiplyIntegerToFloat,
     OperatorDesc,
     Quantize,
+    QuantizedLinearAveragePooling,
     QuantizedLinearConvolution,
     QuantizedLinearMatrixMultiply,
 )
@@ -338,6 +339,17 @@ def dynamic_quantize_linear(
     y[...], scale[...], zero_point[...] = results  # compute
 
 
+def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    xs, xz, ys, yz = (_vector(views[name]) for name in ("input_scale", "input_zero_point", "output_scale",
+                                                         "output_zero_point"))  # fmt: skip
+    window = {"strides": desc.strides, "window_size": desc.window_size, "start_padding": desc.start_padding,
+              "end_padding": desc.end_padding, "dilations": desc.dilations}  # fmt: skip
+    out[...] = reference.quantized_linear_average_pooling(
+        views["input"], xs, xz, ys, yz, out.dtype, include_padding=desc.include_padding,
+        reciprocal_division=reciprocal_division, **window,
+    )  # compute  # fmt: skip
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -354,4 +366,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     MatrixMultiplyInteger: matrix_multiply_integer,
     MatrixMultiplyIntegerToFloat: matrix_multiply_integer_to_float,
     DynamicQuantizeLinear: dynamic_quantize_linear,
+    QuantizedLinearAveragePooling: quantized_linear_average_pooling,
 }

@@ -6,7 +6,7 @@
  'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
  'QuantizedLinearConvolution', 'ConvolutionInteger',
  'MatrixMultiplyInteger', 'MatrixMultiplyIntegerToFloat',
- 'DynamicQuantizeLinear']
+ 'DynamicQuantizeLinear', 'QuantizedLinearAveragePooling']
 """
 
 from .add import ElementWiseAdd
@@ -21,6 +21,7 @@ from .matrix_multiply_integer_to_float import MatrixMultiplyIntegerToFloat
 from .quantize import Quantize
 from .quantize_linear import ElementWiseQuantizeLinear
 from .quantized_linear_add import ElementWiseQuantizedLinearAdd
+from .quantized_linear_average_pooling import QuantizedLinearAveragePooling
 from .quantized_linear_convolution import QuantizedLinearConvolution
 from .quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
 
@@ -38,6 +39,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     MatrixMultiplyInteger,
     MatrixMultiplyIntegerToFloat,
     DynamicQuantizeLinear,
+    QuantizedLinearAveragePooling,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

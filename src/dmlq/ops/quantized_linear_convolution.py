@@ -125,9 +125,10 @@ class QuantizedLinearConvolution(WindowedOperator):
         "QuantizedLinearMatrixMultiply (`dmlq.reference.requantize`). onnxruntime's DirectML tests accept a"
         " difference of 1 ('TODO: Verify if DML can possibly have a ROUNDING_MODE parameter and conform to "
         "the other EPs', `onnxruntime/test/providers/cpu/nn/qlinearconv_op_test.cc`); ONNX's reference "
-        "rounds halves to even; onnxruntime CPU multiplies by one float32 `XS * WS[m] / YS` and rounds "
-        "halves to even, which differs from dmlq only at near-ties. `Device(reciprocal_division=True)` "
-        "multiplies by float32 `1 / YS` instead, as DirectML's GPUs do.",
+        "rounds halves to even after adding YZP (so an odd YZP sends exact ties the other way); onnxruntime"
+        " CPU multiplies by one float32 `XS * WS[m] / YS` and rounds halves to even, which differs from "
+        "dmlq only at near-ties. `Device(reciprocal_division=True)` multiplies by float32 `1 / YS` instead,"
+        " as DirectML's GPUs do.",
         "**Accumulation**: exact for every window (int64), the int32 bias added exactly; no 32-bit wrap "
         "before the requantization.",
         "**Bias scale**: the bias is in units of `XS * WS[m]` with zero point 0, ONNX QLinearConv's rule "

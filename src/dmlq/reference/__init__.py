@@ -15,6 +15,7 @@ from .matrix_multiply_integer_to_float import matrix_multiply_integer_to_float
 from .quantize import quantize
 from .quantize_linear import quantize_linear
 from .quantized_linear_add import quantized_linear_add
+from .quantized_linear_average_pooling import quantized_linear_average_pooling
 from .quantized_linear_convolution import quantized_linear_convolution
 from .quantized_linear_matrix_multiply import quantized_linear_matrix_multiply
 
@@ -29,6 +30,7 @@ __all__ = [
     "quantize",
     "quantize_linear",
     "quantized_linear_add",
+    "quantized_linear_average_pooling",
     "quantized_linear_convolution",
     "quantized_linear_matrix_multiply",
 ]
