@@ -290,12 +290,21 @@ def test_quantized_linear_average_pooling(tmp_path):
     assert_same(np.load(folder / "quantized_linear_average_pooling_out.npy"), expected.reshape(1, 1, 2, 2))
 
 
+def test_gemm_with_transposed_weights_and_a_fused_relu(tmp_path):
+    values, folder = run_example("gemm", tmp_path)
+    a = f32([[1, -2, 0.5], [3, 0, -1]])
+    weights = f32([[0.5, 1, -1], [2, 0, 0.25], [-0.5, 1, 1]])
+    expected = np.maximum(a.astype(np.float64) @ weights.T.astype(np.float64) + f32([0.1, -0.2, 0.3]), 0)
+    assert_same(values["Out"].astype(np.float32), expected.astype(np.float32).reshape(-1))
+    assert_same(np.load(folder / "gemm_out.npy"), expected.astype(np.float32))
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
               "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution",
               "matrix_multiply_integer", "matrix_multiply_integer_to_float",
-              "dynamic_quantize_linear", "quantized_linear_average_pooling"}  # fmt: skip
+              "dynamic_quantize_linear", "quantized_linear_average_pooling", "gemm"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

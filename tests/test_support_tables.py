@@ -253,6 +253,10 @@ PAGES: dict[str, dict[str, dict]] = {
             output=(I8, U8),
         ),
     },  # fmt: skip
+    "Gemm": {  # spec/QUANTIZED-FAMILY.md §7.3
+        "4_0": row((2, 4), ["c"], a=(F32, F16), b=(F32, F16), c=(F32, F16), output=(F32, F16)),
+        "1_0": row((4, 4), ["c"], a=(F32, F16), b=(F32, F16), c=(F32, F16), output=(F32, F16)),
+    },
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -452,6 +456,14 @@ def quantized_linear_average_pooling(ndim: int, qdim: int, x: DataType, out: Dat
     )  # fmt: skip
 
 
+def gemm(ndim: int, data_type: DataType, with_c: bool, activation: activations.Activation | None):
+    batch = [1] * max(ndim - 2, 0)
+    a_sizes, b_sizes, out_sizes = [batch + [2, 3], batch + [3, 2], batch + [2, 2]] if ndim >= 2 else [[2]] * 3
+    return ops.Gemm(a=tensor(data_type, a_sizes), b=tensor(data_type, b_sizes),
+                    c=tensor(data_type, out_sizes) if with_c else None, output=tensor(data_type, out_sizes),
+                    fused_activation=activation)  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -508,6 +520,9 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
     ):
         name = f"qlavgpool-{n}d-q{q}d-{x.name}-{out.name}-zp{zp:d}"
         yield name, quantized_linear_average_pooling(n, q, x, out, zp)
+    for n, t, with_c, act in itertools.product((1, 2, 3, 4, 5), (F32, F16, F64, I32), (True, False),
+                                               ACTIVATION_CHOICES):  # fmt: skip
+        yield f"gemm-{n}d-{t.name}-c{with_c:d}-{act!r}", gemm(n, t, with_c, act)
     for n, x, out, scale in itertools.product(dims, (F32, F16, F64, I32), (U8, I8, I16), (F32, F16)):
         yield f"dql-{n}d-{x.name}-{out.name}-{scale.name}", dynamic_quantize_linear(n, x, out, scale)
 

@@ -58,7 +58,7 @@ class Activation(abc.ABC):
     def parameter_problem(self) -> str | None:
         """The first parameter that is not a finite float32 value (DirectML's FLOAT), or None."""
         for f in dataclasses.fields(self):
-            rule = _float32_rule(getattr(self, f.name))
+            rule = float32_rule(getattr(self, f.name))
             if rule:
                 return f"{self.TYPE_NAME} parameter {f.name} {rule}"
         return None
@@ -109,8 +109,12 @@ def _tanh(x: np.ndarray) -> np.ndarray:
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # halfway past float32's largest value: rounds to infinity
 
 
-def _float32_rule(value: object) -> str | None:
-    """Why ``value`` cannot be a DirectML FLOAT parameter, or None when it can."""
+def float32_rule(value: object) -> str | None:
+    """Why ``value`` cannot be a DirectML FLOAT parameter (a finite float32), or None when it can.
+
+    >>> float32_rule(0.5), float32_rule(float("nan"))
+    (None, 'is NaN; refused because DirectML defines no result for a NaN parameter')
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return f"must be a number, not {value!r}"
     if isinstance(value, np.generic):

@@ -27,6 +27,7 @@ from .ops import (
     ElementWiseDequantizeLinear,
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
+    Gemm,
     MatrixMultiplyInteger,
     MatrixMultiplyIntegerToFloat,
     OperatorDesc,
@@ -36,6 +37,7 @@ from .ops import (
     QuantizedLinearMatrixMultiply,
 )
 from .packed import PackedB
+from .types import MatrixTransform
 
 Views = Mapping[str, "np.ndarray | None"]
 
@@ -350,6 +352,14 @@ def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, recipr
     )  # compute  # fmt: skip
 
 
+def gemm(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    """The float GEMM: NumPy's BLAS (the issue allows it; its accumulation order is not DirectML's)."""
+    transposed = {"trans_a": desc.trans_a == MatrixTransform.TRANSPOSE,
+                  "trans_b": desc.trans_b == MatrixTransform.TRANSPOSE}  # fmt: skip
+    out[...] = reference.gemm(views["a"], views["b"], views["c"], out.dtype, alpha=desc.alpha, beta=desc.beta,
+                              fused_activation=desc.fused_activation, **transposed)  # fmt: skip
+
+
 Kernel = Callable[[OperatorDesc, Views, np.ndarray, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -367,4 +377,5 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     MatrixMultiplyIntegerToFloat: matrix_multiply_integer_to_float,
     DynamicQuantizeLinear: dynamic_quantize_linear,
     QuantizedLinearAveragePooling: quantized_linear_average_pooling,
+    Gemm: gemm,
 }

@@ -11,7 +11,7 @@ from ..activations import ACTIVATIONS, Activation
 from ..errors import DmlError
 from ..ops import OperatorDesc
 from ..tensor import TensorDesc
-from ..types import QuantizationType, TensorFlags
+from ..types import MatrixTransform, QuantizationType, TensorFlags
 from .reading import Node, one_of, parse_data_type, parse_flags
 
 TENSOR_FLAGS = dict(TensorFlags.__members__)
@@ -134,6 +134,14 @@ def _parse_quantization_type(node: Node) -> QuantizationType:
     return QuantizationType[name]
 
 
+def _parse_transform(node: Node) -> MatrixTransform:
+    """``TransA``/``TransB``: ``NONE`` or ``TRANSPOSE``, with or without ``DML_MATRIX_TRANSFORM_``."""
+    name = node.string().removeprefix("DML_MATRIX_TRANSFORM_")
+    if name not in MatrixTransform.__members__:
+        raise node.error(f"unknown matrix transform (expected {one_of(list(MatrixTransform.__members__))})")
+    return MatrixTransform[name]
+
+
 def _parse_uints(node: Node) -> tuple[int, ...]:
     """A UINT array such as ``Strides``: its length is checked against ``DimensionCount`` on compile."""
     return tuple(item.unsigned() for item in node.elements())
@@ -155,10 +163,15 @@ _FIELD_PARSERS: dict[str, Callable[[Node], object]] = {
     "window_size": _parse_uints,
     "group_count": Node.unsigned,
     "include_padding": _parse_bool,
+    "trans_a": _parse_transform,
+    "trans_b": _parse_transform,
+    "alpha": Node.number,
+    "beta": Node.number,
 }
 # DirectML gives them no default (DxDispatch requires every field that is not optional)
 _REQUIRED_FIELDS = ("quantization_type", "dimension_count", "strides", "dilations", "start_padding",
-                    "end_padding", "window_size", "group_count", "include_padding")  # fmt: skip
+                    "end_padding", "window_size", "group_count", "include_padding", "trans_a", "trans_b",
+                    "alpha", "beta")  # fmt: skip
 
 
 def relocated_error(

@@ -6,7 +6,7 @@
  'ElementWiseAdd', 'ElementWiseAdd1', 'QuantizedLinearMatrixMultiply', 'Quantize', 'Dequantize',
  'QuantizedLinearConvolution', 'ConvolutionInteger',
  'MatrixMultiplyInteger', 'MatrixMultiplyIntegerToFloat',
- 'DynamicQuantizeLinear', 'QuantizedLinearAveragePooling']
+ 'DynamicQuantizeLinear', 'QuantizedLinearAveragePooling', 'Gemm']
 """
 
 from .add import ElementWiseAdd
@@ -16,6 +16,7 @@ from .convolution_integer import ConvolutionInteger
 from .dequantize import Dequantize
 from .dequantize_linear import ElementWiseDequantizeLinear
 from .dynamic_quantize_linear import DynamicQuantizeLinear
+from .gemm import Gemm
 from .matrix_multiply_integer import MatrixMultiplyInteger
 from .matrix_multiply_integer_to_float import MatrixMultiplyIntegerToFloat
 from .quantize import Quantize
@@ -40,6 +41,7 @@ OPERATORS: tuple[type[OperatorDesc], ...] = (
     MatrixMultiplyIntegerToFloat,
     DynamicQuantizeLinear,
     QuantizedLinearAveragePooling,
+    Gemm,
 )
 
 __all__ = [cls.__name__ for cls in OPERATORS] + ["OPERATORS", "OperatorDesc", "by_type_name"]

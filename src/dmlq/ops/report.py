@@ -59,7 +59,7 @@ def _operator_section(cls: type[OperatorDesc]) -> list[str]:
 
 def _activation_section() -> list[str]:
     lines = [
-        "## Fused activations (ElementWiseAdd1.fused_activation)",
+        "## Fused activations (ElementWiseAdd1.fused_activation, Gemm.fused_activation)",
         "",
         "| Class | DirectML type | Value | Feature level | Parameters (DirectMLX defaults) |",
         "| --- | --- | --- | --- | --- |",

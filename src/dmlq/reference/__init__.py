@@ -10,6 +10,7 @@ from .convolution_integer import convolution_integer
 from .dequantize import dequantize
 from .dequantize_linear import dequantize_linear
 from .dynamic_quantize_linear import dynamic_quantize_linear
+from .gemm import gemm
 from .matrix_multiply_integer import matrix_multiply_integer
 from .matrix_multiply_integer_to_float import matrix_multiply_integer_to_float
 from .quantize import quantize
@@ -25,6 +26,7 @@ __all__ = [
     "dequantize",
     "dequantize_linear",
     "dynamic_quantize_linear",
+    "gemm",
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",
     "quantize",
