@@ -178,6 +178,19 @@ def test_large_windows_accumulate_exactly_and_saturate():
     assert low.ravel().tolist() == [-128, 0]
 
 
+def test_onnx_reference_wraps_at_32_bits_where_dmlq_is_exact():
+    x = np.full((1, 4096, 3, 3), 255, np.uint8)  # 36,864 taps of 255 * 255: 2.4e9, past 2^31
+    w = np.full((1, 4096, 3, 3), 255, np.uint8)
+    one, zero, ys = np.float32([1]), np.uint8([0]), np.float32([2.0**24])
+    got = convolution(x, one, zero, w, one, zero, None, ys, zero, "uint8")
+    assert got.item() == round(4096 * 9 * 65025 / 2**24) == 143
+    scalars = [np.array(v.item(), v.dtype) for v in (one, zero, one, zero, ys, zero)]
+    model, inputs = onnx_model(
+        x, scalars[0], scalars[1], w, scalars[2], scalars[3], None, scalars[4], scalars[5], {}
+    )
+    assert onnx_reference(model, inputs)[0].item() == 0  # its int32 sum wrapped negative, then clamped
+
+
 def test_strided_input_and_broadcast_per_channel_parameters_through_the_device(rng):
     x = random_bytes(rng, "uint8", (2, 3, 6, 5))
     w = random_bytes(rng, "int8", (4, 3, 3, 3))

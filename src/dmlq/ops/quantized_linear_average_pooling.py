@@ -160,4 +160,6 @@ class QuantizedLinearAveragePooling(WindowedOperator):
         "**Input and output types** may differ (INT8 in, UINT8 out): the page does not forbid it.",
         "**Scale 0**: undefined behaviour on the page; dmlq computes the formula anyway and `dmlq run` "
         "warns.",
+        "**NaN and negative scales**: follow the formula; a NaN result gives 0, as in every quantizing "
+        "operator.",
     )

@@ -130,7 +130,9 @@ class QuantizedLinearConvolution(WindowedOperator):
         "dmlq only at near-ties. `Device(reciprocal_division=True)` multiplies by float32 `1 / YS` instead,"
         " as DirectML's GPUs do.",
         "**Accumulation**: exact for every window (int64), the int32 bias added exactly; no 32-bit wrap "
-        "before the requantization.",
+        "before the requantization (the family's numbers). ONNX's reference QLinearConv accumulates in "
+        "int32 and wraps past 2^31 (more than 33,025 taps of 255 * 255); onnxruntime CPU's int32 "
+        "accumulator would too.",
         "**Bias scale**: the bias is in units of `XS * WS[m]` with zero point 0, ONNX QLinearConv's rule "
         "for its B; onnxruntime's provider passes B unchanged to BiasTensor "
         "(`Ops/DmlOperatorQLinearConv.cpp`, ShirasawaSama/onnxruntime@c4780e65), so it relies on this "
