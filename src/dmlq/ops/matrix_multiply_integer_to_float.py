@@ -97,7 +97,7 @@ class MatrixMultiplyIntegerToFloat(OperatorDesc):
         same_dimension_count("a_scale", "a_zero_point", "b_scale", "b_zero_point"),
         same_dimension_count("a", "bias", "b", "output"),
         same_sizes("output", "bias"),
-        Constraint(f"a, a_zero_point, b, b_zero_point must have the same data type ({MIXED_TYPES_NOTE})",
+        Constraint(f"a, a_zero_point, b, b_zero_point must have the same data type: {MIXED_TYPES_NOTE}",
                    _same_integer_type),
         same_data_type("a_scale", "bias", "b_scale", "output"),
         MATRIX_SHAPES,
@@ -122,7 +122,8 @@ class MatrixMultiplyIntegerToFloat(OperatorDesc):
         "Signed A Matrix and Unsigned B Matrix for Float32 output') on the DirectML provider, expecting "
         "success. dmlq validates as the page says, because its validation promises DirectML's documented "
         "rules and refusing is the side a page-conforming DirectML never contradicts; the refusal names the"
-        " conflict. Its own DynamicQuantizeMatMul mapping quantizes A to B's type, which keeps one type.",
+        " conflict. onnxruntime's own DynamicQuantizeMatMul mapping quantizes A to B's type, which keeps "
+        "one type.",
         "**The page's members OutputScaleTensor and OutputZeroPointTensor** do not exist in the struct "
         "(DirectMLSchema.h has 8 fields; the syntax block agrees): dmlq has the 8.",
         "**Scale and zero point layouts**: as MatrixMultiplyInteger's zero points (right-aligned; a 1-D A "
