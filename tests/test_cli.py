@@ -211,10 +211,99 @@ def test_quantize_int4_blockwise(tmp_path):
     assert_same(np.load(folder / "quantize_int4_blockwise_out.npy"), expected)  # values, one per byte
 
 
+def correlate_loops(x, w, strides, pads) -> np.ndarray:
+    """A 2-D cross-correlation of int64 {C, H, W} with {M, C, kH, kW}, zero padding, by loops."""
+    x = np.pad(x, [(0, 0), (pads, pads), (pads, pads)])
+    m, _, kh, kw = w.shape
+    rows, cols = (x.shape[1] - kh) // strides + 1, (x.shape[2] - kw) // strides + 1
+    out = np.zeros((m, rows, cols), np.int64)
+    for o, i, j in np.ndindex(*out.shape):
+        out[o, i, j] = np.sum(x[:, i * strides : i * strides + kh, j * strides : j * strides + kw] * w[o])
+    return out
+
+
+def test_convolution_integer(tmp_path):
+    values, folder = run_example("convolution_integer", tmp_path)
+    image = np.arange(10, 170, 10).reshape(1, 4, 4) - 80
+    filters = np.array([[1, 0, -1, 2, 0, -2, 1, 0, -1], [1, 2, 1, 0, 0, 0, -1, -2, -1]]).reshape(2, 1, 3, 3)
+    expected = correlate_loops(image, filters - np.array([0, 1]).reshape(2, 1, 1, 1), 2, 1).astype(np.int32)
+    assert_same(values["Out"].astype(np.int32), expected.reshape(-1))
+    assert_same(np.load(folder / "convolution_integer_out.npy"), expected.reshape(1, 2, 2, 2))
+
+
+def test_quantized_linear_convolution_with_owned_filters(tmp_path):
+    values, folder = run_example("quantized_linear_convolution", tmp_path)
+    model = load_model(EXAMPLES / "quantized_linear_convolution.json")
+    image = model.resources["Image"].values(32).astype(np.int64).reshape(2, 4, 4) - 128
+    filters = model.resources["Filters"].values(36).astype(np.int64).reshape(2, 2, 3, 3)
+    sums = correlate_loops(image, filters, 2, 1) + np.array([500, -800]).reshape(2, 1, 1)
+    real_scale = f32(0.02).astype(np.float64) * f32([0.01, 0.005]).astype(np.float64)
+    value = sums * real_scale.reshape(2, 1, 1) / f32(0.01).astype(np.float64)
+    expected = np.clip(np.rint(value) - 10, -128, 127).astype(np.int8)
+    assert_same(values["Out"].astype(np.int8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantized_linear_convolution_out.npy"), expected.reshape(1, 2, 2, 2))
+
+
+def test_matrix_multiply_integer(tmp_path):
+    values, folder = run_example("matrix_multiply_integer", tmp_path)
+    a = np.array([[130, 120, 140, 100], [255, 0, 128, 64]]) - 128
+    b = np.array([[1, -2, 3], [-4, 5, 6], [-7, 8, -9], [127, -128, 0]]) - np.array([0, 1, -1])
+    expected = (a @ b).astype(np.int32)
+    assert_same(values["Out"].astype(np.int32), expected.reshape(-1))
+    assert_same(np.load(folder / "matrix_multiply_integer_out.npy"), expected)
+
+
+def test_matrix_multiply_integer_to_float(tmp_path):
+    values, folder = run_example("matrix_multiply_integer_to_float", tmp_path)
+    a = np.array([[10, 200, 128], [0, 255, 77]]) - 128
+    b = np.array([[1, 250], [30, 100], [128, 129]]) - np.array([100, 150])
+    scale = f32(0.05).astype(np.float64) * f32([0.02, 0.01]).astype(np.float64)
+    expected = ((a @ b) * scale).astype(np.float32) + f32([0.5, -0.25])
+    assert_same(values["Out"].astype(np.float32), expected.reshape(-1))
+    assert_same(np.load(folder / "matrix_multiply_integer_to_float_out.npy"), expected)
+
+
+def test_dynamic_quantize_linear(tmp_path):
+    values, folder = run_example("dynamic_quantize_linear", tmp_path)
+    x = f32([0, 2, -3, -2.5, 1.34, 0.5])
+    scale = f32(2 - -3) / np.float32(255)  # the range, widened to include 0, over 255
+    zero_point = np.rint(np.float32(0) - np.float32(-3) / scale)
+    expected = quantize(x, scale, zero_point, 0, 255, np.uint8)
+    assert_same(values["Y"].astype(np.uint8), expected)
+    assert_same(values["Scale"].astype(np.float32), np.float32([scale]))
+    assert values["ZeroPoint"].tolist() == [zero_point] == [153]
+    assert_same(np.load(folder / "dynamic_quantize_linear_out.npy"), expected.reshape(2, 3))
+
+
+def test_quantized_linear_average_pooling(tmp_path):
+    values, folder = run_example("quantized_linear_average_pooling", tmp_path)
+    image = (
+        np.array([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 255]).reshape(4, 4) - 100
+    )
+    expected = np.empty((2, 2), np.int8)
+    for i, j in np.ndindex(2, 2):
+        window = image[max(2 * i - 1, 0) : 2 * i + 2, max(2 * j - 1, 0) : 2 * j + 2]  # the taps inside
+        average = window.sum() * f32(0.1).astype(np.float64) / window.size
+        expected[i, j] = np.clip(np.rint(average / f32(0.05).astype(np.float64)), -128, 127)
+    assert_same(values["Out"].astype(np.int8), expected.reshape(-1))
+    assert_same(np.load(folder / "quantized_linear_average_pooling_out.npy"), expected.reshape(1, 1, 2, 2))
+
+
+def test_gemm_with_transposed_weights_and_a_fused_relu(tmp_path):
+    values, folder = run_example("gemm", tmp_path)
+    a = f32([[1, -2, 0.5], [3, 0, -1]])
+    weights = f32([[0.5, 1, -1], [2, 0, 0.25], [-0.5, 1, 1]])
+    expected = np.maximum(a.astype(np.float64) @ weights.T.astype(np.float64) + f32([0.1, -0.2, 0.3]), 0)
+    assert_same(values["Out"].astype(np.float32), expected.astype(np.float32).reshape(-1))
+    assert_same(np.load(folder / "gemm_out.npy"), expected.astype(np.float32))
+
+
 def test_every_example_is_tested_and_every_operator_has_one():
     tested = {"add", "add1", "add1_elu", "quantize_linear", "dequantize_linear", "quantized_linear_add",
               "quantized_linear_matrix_multiply", "quantized_linear_layer", "dequantize_int4_blockwise",
-              "quantize_int4_blockwise"}  # fmt: skip
+              "quantize_int4_blockwise", "convolution_integer", "quantized_linear_convolution",
+              "matrix_multiply_integer", "matrix_multiply_integer_to_float",
+              "dynamic_quantize_linear", "quantized_linear_average_pooling", "gemm"}  # fmt: skip
     assert {path.stem for path in EXAMPLES.glob("*.json")} == tested
     types = {
         dispatchable.desc.TYPE_NAME

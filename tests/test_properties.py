@@ -30,6 +30,7 @@ from dmlq import (
     activations,
     ops,
 )
+from family_strategies import FAMILY, family
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -229,7 +230,9 @@ BYTE_ADDRESSED = tuple(cls for cls in ops.OPERATORS if cls not in (ops.Quantize,
 @st.composite
 def descriptions(draw, operators=ops.OPERATORS) -> tuple[ops.OperatorDesc, FeatureLevel]:
     cls = draw(st.sampled_from(operators))
-    if cls in (ops.ElementWiseQuantizedLinearAdd, ops.QuantizedLinearMatrixMultiply):
+    if cls in FAMILY:
+        desc = draw(family(cls, layouts))
+    elif cls in (ops.ElementWiseQuantizedLinearAdd, ops.QuantizedLinearMatrixMultiply):
         desc = draw(quantized(cls))
     elif cls in (ops.Quantize, ops.Dequantize):
         desc = draw(blockwise(cls))
@@ -280,15 +283,17 @@ def logical(buffer: np.ndarray, desc: TensorDesc) -> np.ndarray:
     return np.frombuffer(buffer, desc.data_type.dtype, count=max(offsets) + 1)[offsets].reshape(desc.sizes)
 
 
-def packed_result(desc: ops.OperatorDesc, level: FeatureLevel, inputs: list[np.ndarray | None]) -> np.ndarray:
-    """The operator's output computed on packed copies of the same logical inputs."""
+def packed_results(desc: ops.OperatorDesc, level: FeatureLevel, inputs: list[np.ndarray | None]) -> list:
+    """The operator's outputs computed on packed copies of the same logical inputs."""
     packed = {f.name: TensorDesc(t.data_type, t.sizes) for f, t in desc.tensors() if t is not None}
     op = Device(level).compile_operator(desc.replace(**packed))
     tensors = [getattr(desc, f.name) for f in desc.input_fields()]
     values = [None if b is None else np.ascontiguousarray(logical(b, t)) for b, t in zip(inputs, tensors)]
-    out = np.zeros(desc.output.sizes, desc.output.data_type.dtype)
-    op.execute(values, [out])
-    return out
+    outs = [
+        np.zeros(t.sizes, t.data_type.dtype) for t in (getattr(desc, f.name) for f in desc.output_fields())
+    ]
+    op.execute(values, outs)
+    return outs
 
 
 def execution_inputs(rng, desc: ops.OperatorDesc) -> list[tuple[np.ndarray, np.ndarray] | None]:
@@ -314,22 +319,27 @@ def test_execute_writes_only_the_output_elements_and_keeps_inputs(case, seed: in
     rng = np.random.default_rng(seed)
     inputs = execution_inputs(rng, desc)
     before = [None if b is None else b[0].copy() for b in inputs]
-    output = desc.output
-    raw, view = aligned_buffer(rng, output.addressed_bytes, output.guaranteed_base_offset_alignment)
-    untouched = raw.copy()
+    outputs = [getattr(desc, f.name) for f in desc.output_fields()]
+    allocations = [
+        aligned_buffer(rng, t.addressed_bytes, t.guaranteed_base_offset_alignment) for t in outputs
+    ]
+    untouched = [raw.copy() for raw, _ in allocations]
+    views = [view for _, view in allocations]
     owned = owned_by_dml(desc)
     buffers = [None if b is None else b[1] for b in inputs]
     if owned:  # bound once, by the operator's initializer; execute then takes None in their places
         event("OWNED_BY_DML inputs")
         op.initialize([buffer if index in owned else None for index, buffer in enumerate(buffers)])
-    op.execute([None if index in owned else buffer for index, buffer in enumerate(buffers)], [view])
+    op.execute([None if index in owned else buffer for index, buffer in enumerate(buffers)], views)
     for buffer, copy in zip(inputs, before):
         assert buffer is None or np.array_equal(buffer[0], copy)
-    packed = packed_result(desc, level, [None if b is None else b[1] for b in inputs])
-    assert logical(view, output).tobytes() == packed.tobytes()
-    written = np.zeros(raw.size, bool)
-    written[view.ctypes.data - raw.ctypes.data + element_bytes(output)] = True
-    assert np.array_equal(raw[~written], untouched[~written])
+    packed = packed_results(desc, level, [None if b is None else b[1] for b in inputs])
+    for (raw, view), output, result, kept in zip(allocations, outputs, packed, untouched):
+        assert logical(view, output).tobytes() == result.tobytes()
+        written = np.zeros(raw.size, bool)
+        written[view.ctypes.data - raw.ctypes.data + element_bytes(output)] = True
+        assert np.array_equal(raw[~written], kept[~written])
+    output, view = outputs[0], views[0]
     if desc.IN_PLACE and desc.a == output and not owned:
         event("in place")
         in_place = inputs[0][1]
@@ -369,7 +379,7 @@ def test_an_ndarray_of_another_dtype_is_refused_naming_its_binding(case, dtype: 
     if owned:  # their buffers go to initialize, None to execute
         op.initialize([buffer if i in owned else None for i, buffer in enumerate(inputs)])
         inputs = [None if i in owned else buffer for i, buffer in enumerate(inputs)]
-    position = "outputs[0]" if index >= len(inputs) else f"inputs[{index}]"
+    position = f"outputs[{index - len(inputs)}]" if index >= len(inputs) else f"inputs[{index}]"
     with pytest.raises(DmlError) as refusal:
         op.execute(inputs, outputs)
     assert f"{position} ({name}): " in str(refusal.value)

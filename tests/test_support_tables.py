@@ -130,6 +130,133 @@ PAGES: dict[str, dict[str, dict]] = {
             output=(I8, U8),
         ),
     },
+    "ConvolutionInteger": {  # spec/QUANTIZED-FAMILY.md §2.3
+        "4_0": row(
+            {
+                "input": (3, 4),
+                "input_zero_point": (1, 4),
+                "filter": (3, 4),
+                "filter_zero_point": (1, 4),
+                "output": (3, 4),
+            },
+            ["input_zero_point", "filter_zero_point"],
+            input=(I8, U8),
+            input_zero_point=(I8, U8),
+            filter=(I8, U8),
+            filter_zero_point=(I8, U8),
+            output=(I32,),
+        ),
+        "2_1": row(
+            (4, 4),
+            ["input_zero_point", "filter_zero_point"],
+            input=(I8, U8),
+            input_zero_point=(I8, U8),
+            filter=(I8, U8),
+            filter_zero_point=(I8, U8),
+            output=(I32,),
+        ),
+    },  # fmt: skip
+    "QuantizedLinearConvolution": {  # spec/QUANTIZED-FAMILY.md §1.3
+        level: row(
+            (4, 4)
+            if level == "2_1"
+            else {
+                "input": (3, 4),
+                "input_scale": (1, 4),
+                "input_zero_point": (1, 4),
+                "filter": (3, 4),
+                "filter_scale": filter_scale,
+                "filter_zero_point": (1, 4),
+                "bias": (3, 4),
+                "output_scale": (1, 4),
+                "output_zero_point": (1, 4),
+                "output": (3, 4),
+            },
+            ["input_zero_point", "filter_zero_point", "bias", "output_zero_point"],
+            input=(I8, U8),
+            input_scale=(F32,),
+            input_zero_point=(I8, U8),
+            filter=(I8, U8),
+            filter_scale=(F32,),
+            filter_zero_point=(I8, U8),
+            bias=(I32,),
+            output_scale=(F32,),
+            output_zero_point=(I8, U8),
+            output=(I8, U8),
+        )
+        for level, filter_scale in (("5_2", (1, 4)), ("4_0", (3, 4)), ("2_1", None))
+    },  # fmt: skip
+    "MatrixMultiplyInteger": {  # spec/QUANTIZED-FAMILY.md §3.3
+        level: row(
+            (4, 4)
+            if level == "2_1"
+            else {
+                "a": (2, 4),
+                "a_zero_point": (1, 4),
+                "b": (2, 4),
+                "b_zero_point": b_zero_point,
+                "output": (2, 4),
+            },
+            ["a_zero_point", "b_zero_point"],
+            a=(I8, U8),
+            a_zero_point=(I8, U8),
+            b=(I8, U8),
+            b_zero_point=(I8, U8),
+            output=(I32,),
+        )
+        for level, b_zero_point in (("5_2", (1, 4)), ("4_0", (2, 4)), ("2_1", None))
+    },  # fmt: skip
+    "MatrixMultiplyIntegerToFloat": {  # spec/QUANTIZED-FAMILY.md §4.3
+        "6_2": row(
+            {
+                "a": (2, 4),
+                "a_scale": (1, 4),
+                "a_zero_point": (1, 4),
+                "b": (2, 4),
+                "b_scale": (1, 4),
+                "b_zero_point": (1, 4),
+                "bias": (2, 4),
+                "output": (2, 4),
+            },
+            ["a_zero_point", "b_zero_point", "bias"],
+            a=INTS,
+            a_scale=(F32, F16),
+            a_zero_point=INTS,
+            b=INTS,
+            b_scale=(F32, F16),
+            b_zero_point=INTS,
+            bias=(F32, F16),
+            output=(F32, F16),
+        ),
+    },  # fmt: skip
+    "DynamicQuantizeLinear": {  # spec/QUANTIZED-FAMILY.md §5.3
+        "4_0": row(
+            (1, 8), input=(F32, F16), output=(I8, U8), output_scale=(F32,), output_zero_point=(I8, U8)
+        ),
+    },
+    "QuantizedLinearAveragePooling": {  # spec/QUANTIZED-FAMILY.md §6.3
+        "6_2": row(
+            {
+                "input": (4, 5),
+                "input_scale": (1, 5),
+                "input_zero_point": (1, 5),
+                "output_scale": (1, 5),
+                "output_zero_point": (1, 5),
+                "output": (4, 5),
+            },
+            ["input_zero_point", "output_zero_point"],
+            input=(I8, U8),
+            input_scale=(F32,),
+            input_zero_point=(I8, U8),
+            output_scale=(F32,),
+            output_zero_point=(I8, U8),
+            output=(I8, U8),
+        ),
+    },  # fmt: skip
+    "Gemm": {  # spec/QUANTIZED-FAMILY.md §7.3
+        "4_0": row((2, 4), ["c"], a=(F32, F16), b=(F32, F16), c=(F32, F16), output=(F32, F16)),
+        "1_0": row((4, 4), ["c"], a=(F32, F16), b=(F32, F16), c=(F32, F16), output=(F32, F16)),
+    },
 }
 
 # SPEC-NOTES §5: the level each fused activation needs (SOFTPLUS steepness < 1: 6_4)
@@ -253,6 +380,90 @@ def matmul(
     )
 
 
+def spatial_tensor(data_type: DataType, ndim: int, channels: int) -> TensorDesc:
+    """``{N, C, *spatial}`` of spatial sizes 2 (a 1 x 1 window keeps them)."""
+    return tensor(data_type, [1, channels] + [2] * (ndim - 2)) if ndim >= 2 else tensor(data_type, [channels])
+
+
+def convolution_integer(ndim: int, qdim: int, x: DataType, w: DataType, out: DataType,
+                        zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    one = [1] * qdim
+    return ops.ConvolutionInteger(
+        input=spatial_tensor(x, ndim, 2), input_zero_point=tensor(x, one) if zero_points else None,
+        filter=tensor(w, [2, 2] + [1] * (ndim - 2)),
+        filter_zero_point=tensor(w, one) if zero_points else None,
+        output=spatial_tensor(out, ndim, 2),
+    )  # fmt: skip
+
+
+def quantized_linear_convolution(ndim: int, qdim: int, x: DataType, w: DataType, out: DataType,
+                                 zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    one = [1] * qdim
+    per_channel = [1, 2] + [1] * (ndim - 2)
+    return ops.QuantizedLinearConvolution(
+        input=spatial_tensor(x, ndim, 2), input_scale=tensor(F32, one),
+        input_zero_point=tensor(x, one) if zero_points else None, filter=tensor(w, [2, 2] + [1] * (ndim - 2)),
+        filter_scale=tensor(F32, one), filter_zero_point=tensor(w, one) if zero_points else None,
+        bias=tensor(I32, per_channel) if zero_points else None, output_scale=tensor(F32, one),
+        output_zero_point=tensor(out, one) if zero_points else None, output=spatial_tensor(out, ndim, 2),
+    )  # fmt: skip
+
+
+def matrix_multiply_integer(ndim: int, qdim: int, a: DataType, b: DataType, out: DataType,
+                            zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    batch = [1] * max(ndim - 2, 0)
+    a_sizes, b_sizes, out_sizes = [batch + [2, 3], batch + [3, 4], batch + [2, 4]] if ndim >= 2 else [[3]] * 3
+    one = [1] * qdim
+    return ops.MatrixMultiplyInteger(
+        a=tensor(a, a_sizes), a_zero_point=tensor(a, one) if zero_points else None, b=tensor(b, b_sizes),
+        b_zero_point=tensor(b, one) if zero_points else None, output=tensor(out, out_sizes),
+    )  # fmt: skip
+
+
+def matrix_multiply_integer_to_float(ndim: int, qdim: int, integers: DataType, floats: DataType,
+                                     zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    batch = [1] * max(ndim - 2, 0)
+    a_sizes, b_sizes, out_sizes = [batch + [2, 3], batch + [3, 4], batch + [2, 4]] if ndim >= 2 else [[3]] * 3
+    one = [1] * qdim
+    return ops.MatrixMultiplyIntegerToFloat(
+        a=tensor(integers, a_sizes), a_scale=tensor(floats, one),
+        a_zero_point=tensor(integers, one) if zero_points else None, b=tensor(integers, b_sizes),
+        b_scale=tensor(floats, one), b_zero_point=tensor(integers, one) if zero_points else None,
+        bias=tensor(floats, out_sizes) if zero_points else None, output=tensor(floats, out_sizes),
+    )  # fmt: skip
+
+
+def dynamic_quantize_linear(ndim: int, x: DataType, out: DataType, scale: DataType) -> ops.OperatorDesc:
+    sizes, one = element_sizes(ndim), [1] * ndim
+    return ops.DynamicQuantizeLinear(
+        input=tensor(x, sizes),
+        output=tensor(out, sizes),
+        output_scale=tensor(scale, one),
+        output_zero_point=tensor(out, one),
+    )
+
+
+def quantized_linear_average_pooling(ndim: int, qdim: int, x: DataType, out: DataType,
+                                     zero_points: bool) -> ops.OperatorDesc:  # fmt: skip
+    spatial = max(ndim - 2, 1)
+    one = [1] * qdim
+    return ops.QuantizedLinearAveragePooling(
+        input=spatial_tensor(x, ndim, 2), input_scale=tensor(F32, one),
+        input_zero_point=tensor(x, one) if zero_points else None, output_scale=tensor(F32, one),
+        output_zero_point=tensor(out, one) if zero_points else None, output=spatial_tensor(out, ndim, 2),
+        dimension_count=spatial, strides=[1] * spatial, window_size=[1] * spatial,
+        start_padding=[0] * spatial, end_padding=[0] * spatial, dilations=[1] * spatial,
+    )  # fmt: skip
+
+
+def gemm(ndim: int, data_type: DataType, with_c: bool, activation: activations.Activation | None):
+    batch = [1] * max(ndim - 2, 0)
+    a_sizes, b_sizes, out_sizes = [batch + [2, 3], batch + [3, 2], batch + [2, 2]] if ndim >= 2 else [[2]] * 3
+    return ops.Gemm(a=tensor(data_type, a_sizes), b=tensor(data_type, b_sizes),
+                    c=tensor(data_type, out_sizes) if with_c else None, output=tensor(data_type, out_sizes),
+                    fused_activation=activation)  # fmt: skip
+
+
 ACTIVATION_CHOICES = (
     None,
     activations.Relu(),
@@ -284,6 +495,36 @@ def grid() -> Iterator[tuple[str, ops.OperatorDesc]]:
         (1, 2, 3, 4, 5), (1, 2, 4, 5), (U8, I8, I32), (U8, I8), (U8, I8, F32), (True, False)
     ):
         yield f"qlmm-{n}d-q{q}d-{a.name}-{b.name}-{out.name}-zp{zp:d}", matmul(n, q, a, b, out, zp)
+    for n, q, x, w, out, zp in itertools.product(
+        (2, 3, 4, 5), (1, 3, 4, 5), (U8, I8, I16), (U8, I8), (I32, I16), (True, False)
+    ):
+        name = f"convint-{n}d-q{q}d-{x.name}-{w.name}-{out.name}-zp{zp:d}"
+        yield name, convolution_integer(n, q, x, w, out, zp)
+    for n, q, x, w, out, zp in itertools.product(
+        (2, 3, 4, 5), (1, 2, 3, 4, 5), (U8, I8, I16), (U8, I8), (U8, I8, I32), (True, False)
+    ):
+        name = f"qlconv-{n}d-q{q}d-{x.name}-{w.name}-{out.name}-zp{zp:d}"
+        yield name, quantized_linear_convolution(n, q, x, w, out, zp)
+    for n, q, a, b, out, zp in itertools.product(
+        (1, 2, 3, 4, 5), (1, 2, 4, 5), (U8, I8, I16), (U8, I8), (I32, U32), (True, False)
+    ):
+        name = f"mmint-{n}d-q{q}d-{a.name}-{b.name}-{out.name}-zp{zp:d}"
+        yield name, matrix_multiply_integer(n, q, a, b, out, zp)
+    for n, q, integers, floats, zp in itertools.product(
+        (1, 2, 4, 5), (1, 4, 5), (U32, I16, U8, I64), (F32, F16, F64), (True, False)
+    ):
+        name = f"mmif-{n}d-q{q}d-{integers.name}-{floats.name}-zp{zp:d}"
+        yield name, matrix_multiply_integer_to_float(n, q, integers, floats, zp)
+    for n, q, x, out, zp in itertools.product(
+        (3, 4, 5, 6), (1, 4, 5, 6), (U8, I8, I16), (U8, I8, I32), (True, False)
+    ):
+        name = f"qlavgpool-{n}d-q{q}d-{x.name}-{out.name}-zp{zp:d}"
+        yield name, quantized_linear_average_pooling(n, q, x, out, zp)
+    for n, t, with_c, act in itertools.product((1, 2, 3, 4, 5), (F32, F16, F64, I32), (True, False),
+                                               ACTIVATION_CHOICES):  # fmt: skip
+        yield f"gemm-{n}d-{t.name}-c{with_c:d}-{act!r}", gemm(n, t, with_c, act)
+    for n, x, out, scale in itertools.product(dims, (F32, F16, F64, I32), (U8, I8, I16), (F32, F16)):
+        yield f"dql-{n}d-{x.name}-{out.name}-{scale.name}", dynamic_quantize_linear(n, x, out, scale)
 
 
 GRID = dict(grid())

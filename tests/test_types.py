@@ -64,6 +64,14 @@ OPERATOR_IDS = {
     "ElementWiseQuantizedLinearAdd": ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", 147, "4_0", False),
     "Quantize": ("QUANTIZE", 173, "6_3", False),
     "Dequantize": ("DEQUANTIZE", 174, "6_3", False),
+    # spec/QUANTIZED-FAMILY.md §9
+    "Gemm": ("GEMM", 54, "1_0", False),
+    "MatrixMultiplyInteger": ("MATRIX_MULTIPLY_INTEGER", 117, "2_1", False),
+    "ConvolutionInteger": ("CONVOLUTION_INTEGER", 119, "2_1", False),
+    "QuantizedLinearConvolution": ("QUANTIZED_LINEAR_CONVOLUTION", 120, "2_1", False),
+    "DynamicQuantizeLinear": ("DYNAMIC_QUANTIZE_LINEAR", 148, "4_0", False),
+    "QuantizedLinearAveragePooling": ("QUANTIZED_LINEAR_AVERAGE_POOLING", 169, "6_2", False),
+    "MatrixMultiplyIntegerToFloat": ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", 170, "6_2", False),
 }
 # class: (DML type, value, level, DirectMLX defaults or None when the parameters have none)
 ACTIVATION_IDS = {

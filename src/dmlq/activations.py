@@ -61,7 +61,7 @@ class Activation(abc.ABC):
     def parameter_problem(self) -> str | None:
         """The first parameter that is not a finite float32 value (DirectML's FLOAT), or None."""
         for f in dataclasses.fields(self):
-            rule = _float32_rule(getattr(self, f.name))
+            rule = float32_rule(getattr(self, f.name))
             if rule:
                 return f"{self.TYPE_NAME} parameter {f.name} {rule}"
         return None
@@ -113,8 +113,12 @@ _Class = TypeVar("_Class", bound=type["Activation"])
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # halfway past float32's largest value: rounds to infinity
 
 
-def _float32_rule(value: object) -> str | None:
-    """Why ``value`` cannot be a DirectML FLOAT parameter, or None when it can."""
+def float32_rule(value: object) -> str | None:
+    """Why ``value`` cannot be a DirectML FLOAT parameter (a finite float32), or None when it can.
+
+    >>> float32_rule(0.5), float32_rule(float("nan"))
+    (None, 'is NaN; refused because DirectML defines no result for a NaN parameter')
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return f"must be a number, not {value!r}"
     # compared as a Python number, without NumPy's casts (float16 against 2**128 overflows)

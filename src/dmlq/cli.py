@@ -237,8 +237,8 @@ def _describe(verdict: Verdict, level: FeatureLevel) -> str:
 def _add_ops(subcommands: argparse._SubParsersAction[Any]) -> None:
     parser = subcommands.add_parser(
         "ops", help="list the operators and fused activations with their feature levels",
-        description="List the operators dmlq runs and the activations ELEMENT_WISE_ADD1 fuses, with the "
-        "feature level each needs and the levels that widen an operator's support.",
+        description="List the operators dmlq runs and the activations ELEMENT_WISE_ADD1 and GEMM fuse, with "
+        "the feature level each needs and the levels that widen an operator's support.",
     )  # fmt: skip
     parser.set_defaults(handler=_ops)
 
@@ -255,7 +255,7 @@ def _ops(args: argparse.Namespace) -> int:
     ]
     print(_table(("OPERATOR", "FEATURE LEVEL", "SUPPORT WIDENS AT"), operator_rows))
     print()
-    print(_table(("FUSED ACTIVATION (ADD1)", "FEATURE LEVEL", "PARAMETERS"), activation_rows))
+    print(_table(("FUSED ACTIVATION (ADD1, GEMM)", "FEATURE LEVEL", "PARAMETERS"), activation_rows))
     return 0
 
 

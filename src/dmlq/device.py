@@ -83,8 +83,8 @@ class CompiledOperator:
         where = f"{type(desc).__name__}.execute"
         self._inputs = [_binding(tensor, name, f"{where} inputs[{index}]", writable=False)
                         for index, (name, tensor) in enumerate(desc.input_tensors())]  # fmt: skip
-        output_name = desc.output_fields()[0].name
-        self._output = _binding(getattr(desc, output_name), output_name, f"{where} outputs[0]", writable=True)
+        self._outputs = [_binding(getattr(desc, f.name), f.name, f"{where} outputs[{index}]", writable=True)
+                         for index, f in enumerate(desc.output_fields())]  # fmt: skip
         self._owned_fields = tuple(
             name
             for name, tensor in desc.input_tensors()
@@ -148,7 +148,8 @@ class CompiledOperator:
         return np.broadcast_to(np.array(_without_repeats(view, view.ndim)), view.shape)
 
     def execute(self, inputs: Sequence[object | None], outputs: Sequence[object]) -> None:
-        """Run on buffers: one per tensor field in the struct's order, None for absent tensors.
+        """Run on buffers: one per tensor field in the struct's order, None for absent tensors (the
+        outputs likewise, most operators having one).
 
         Each buffer's bytes are read (or written) through its tensor's data type, sizes and
         strides. An output may share memory with an input only where the operator runs in place
@@ -161,25 +162,26 @@ class CompiledOperator:
 
     def bind(
         self, inputs: Sequence[object | None], outputs: Sequence[object]
-    ) -> tuple[dict[str, Operand], Operand]:
+    ) -> tuple[dict[str, Operand], Operand | tuple[Operand, ...]]:
         """Every buffer checked as :meth:`execute` checks it, without computing: the input views by
-        field name and the output view."""
+        field name and the output view (a tuple of them, in the struct's order, for an operator
+        with several outputs)."""
         try:
             return self._bind_all(inputs, outputs)
         except DmlError as error:
             raise _refusal(str(error), self._device.feature_level) from None
 
-    def run_arrays(self, views: Views, out: Operand) -> None:
+    def run_arrays(self, views: Views, out: Operand | tuple[Operand, ...]) -> None:
         """Compute on ndarrays shaped like the descriptions, or broadcasting to them as NumPy operands
         do (the NumPy layer's entry: it skips building zero-stride views of per-tensor operands)."""
         self._kernel(self._desc, views, out, self._reciprocal_division)
 
     def _bind_all(self, inputs: Sequence[object | None],
-                  outputs: Sequence[object]) -> tuple[dict[str, Operand], Operand]:  # fmt: skip
-        """The input views by field name and the output view, every buffer checked."""
+                  outputs: Sequence[object]) -> tuple[dict[str, Operand], object]:  # fmt: skip
+        """The input views by field name and the output view(s), every buffer checked."""
         name = type(self._desc).__name__
         _check_count(f"{name}.execute", "inputs", inputs, len(self._inputs))
-        _check_count(f"{name}.execute", "outputs", outputs, 1)
+        _check_count(f"{name}.execute", "outputs", outputs, len(self._outputs))
         if self._owned_fields and self._owned is None:
             raise DmlError(f"{name}.execute: call initialize first, to bind the OWNED_BY_DML input(s) "
                            f"{', '.join(self._owned_fields)}")  # fmt: skip
@@ -193,15 +195,19 @@ class CompiledOperator:
                 views[field[0]] = self._owned[field[0]]
             else:
                 views[field[0]] = _bound(field, buffer, ranges)
-        out = _bound(self._output, outputs[0], ranges)
-        self._check_aliasing(name, ranges, self._output[0])
-        return views, out
+        outs = tuple(_bound(field, buffer, ranges) for field, buffer in zip(self._outputs, outputs))
+        for field in self._outputs:
+            self._check_aliasing(name, ranges, field[0])
+        return views, outs[0] if len(outs) == 1 else outs
 
     def _check_aliasing(self, name: str, ranges: dict[str, tuple[int, int]], out_name: str) -> None:
+        """``out_name``'s bytes against every input's and every output's bound before it."""
         out_start, out_end = ranges.pop(out_name)
         for field_name, (start, end) in ranges.items():
             if start >= out_end or out_start >= end:
                 continue
+            if field_name in self._output_names:
+                raise DmlError(f"{name}.execute: outputs {out_name} and {field_name} overlap")
             if self._desc.IN_PLACE and start == out_start:
                 continue  # the same buffer: identical bindings, whatever the strides address
             rule = (
@@ -210,6 +216,10 @@ class CompiledOperator:
                 else "this operator cannot run in place"
             )
             raise DmlError(f"{name}.execute: output overlaps input {field_name}; {rule}")
+
+    @property
+    def _output_names(self) -> set[str]:
+        return {field[0] for field in self._outputs}
 
 
 _Field = tuple[

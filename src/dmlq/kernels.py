@@ -20,17 +20,25 @@ from . import _core, reference
 from .activations import Activation
 from .int4 import FOUR_BIT_DTYPES, Nibbles
 from .ops import (
+    ConvolutionInteger,
     Dequantize,
+    DynamicQuantizeLinear,
     ElementWiseAdd,
     ElementWiseAdd1,
     ElementWiseDequantizeLinear,
     ElementWiseQuantizedLinearAdd,
     ElementWiseQuantizeLinear,
+    Gemm,
+    MatrixMultiplyInteger,
+    MatrixMultiplyIntegerToFloat,
     OperatorDesc,
     Quantize,
+    QuantizedLinearAveragePooling,
+    QuantizedLinearConvolution,
     QuantizedLinearMatrixMultiply,
 )
 from .packed import PackedB
+from .types import MatrixTransform
 
 Operand = Any  # per field, what its kernel reads: an ndarray, a 4-bit tensor's Nibbles, a PackedB, or None
 Views = Mapping[str, Operand]
@@ -260,6 +268,100 @@ def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -
     out[...] = reference.dequantize(_values(q), scale, zero_point, out.dtype)
 
 
+# -- the quantized family (spec/QUANTIZED-FAMILY.md) -----------------------------------------------------
+# Each function adapts DirectML's views to the reference's operands (a 3-D convolution tensor {N, C, W} as
+# {N, C, 1, W}, per-channel tensors as vectors), then computes. The computation is the NumPy reference
+# (exact: int64 sums) until family-kernels' C kernels are merged: the line marked "compute" is the one
+# that then calls _core.
+
+
+def _vector(view: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor or per-channel view as its values in order (None stays None)."""
+    return None if view is None else view.reshape(-1)
+
+
+def _four_dimensional(view: np.ndarray) -> np.ndarray:
+    """A convolution's ``{N, C, [H], W}`` view with its H (1 when absent)."""
+    return view if view.ndim == 4 else view[:, :, np.newaxis]
+
+
+def _window(desc) -> dict[str, object]:
+    return {"strides": desc.strides, "dilations": desc.dilations, "start_padding": desc.start_padding,
+            "end_padding": desc.end_padding, "group_count": desc.group_count}  # fmt: skip
+
+
+def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    x_zero_point, w_zero_point = _vector(views["input_zero_point"]), _vector(views["filter_zero_point"])
+    result = reference.convolution_integer(x, x_zero_point, w, w_zero_point, **_window(desc))  # compute
+    out[...] = result.reshape(out.shape)
+
+
+def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    names = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias", "output_scale",
+             "output_zero_point")  # fmt: skip
+    xs, xz, ws, wz, bias, ys, yz = (_vector(views[name]) for name in names)
+    division = {"reciprocal_division": reciprocal_division}
+    result = reference.quantized_linear_convolution(x, xs, xz, w, ws, wz, bias, ys, yz, out.dtype,
+                                                    **division, **_window(desc))  # compute  # fmt: skip
+    out[...] = result.reshape(out.shape)
+
+
+def _rows(view: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor or per-row view as a column ``[M or 1, 1]`` (None stays None)."""
+    return None if view is None else view.reshape(-1, 1)
+
+
+def _columns(view: np.ndarray | None) -> np.ndarray | None:
+    """A per-tensor or per-column view as a row ``[1, N or 1]`` (None stays None)."""
+    return None if view is None else view.reshape(1, -1)
+
+
+def matrix_multiply_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    a, a_zero_point = views["a"], _rows(views["a_zero_point"])
+    b, b_zero_point = views["b"], _columns(views["b_zero_point"])
+    out[...] = reference.matrix_multiply_integer(a, a_zero_point, b, b_zero_point)  # compute
+
+
+def matrix_multiply_integer_to_float(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    a, a_scale, a_zero_point = views["a"], _rows(views["a_scale"]), _rows(views["a_zero_point"])
+    b, b_scale, b_zero_point = views["b"], _columns(views["b_scale"]), _columns(views["b_zero_point"])
+    out[...] = reference.matrix_multiply_integer_to_float(
+        a, a_scale, a_zero_point, b, b_scale, b_zero_point, views["bias"], out.dtype
+    )  # compute
+
+
+def dynamic_quantize_linear(
+    desc, views: Views, out: tuple[np.ndarray, ...], reciprocal_division: bool
+) -> None:
+    """``out``: the quantized data, the scale and the zero point (DirectML's three outputs)."""
+    y, scale, zero_point = out
+    results = reference.dynamic_quantize_linear(
+        views["input"], y.dtype, reciprocal_division=reciprocal_division
+    )
+    y[...], scale[...], zero_point[...] = results  # compute
+
+
+def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    xs, xz, ys, yz = (_vector(views[name]) for name in ("input_scale", "input_zero_point", "output_scale",
+                                                         "output_zero_point"))  # fmt: skip
+    window = {"strides": desc.strides, "window_size": desc.window_size, "start_padding": desc.start_padding,
+              "end_padding": desc.end_padding, "dilations": desc.dilations}  # fmt: skip
+    out[...] = reference.quantized_linear_average_pooling(
+        views["input"], xs, xz, ys, yz, out.dtype, include_padding=desc.include_padding,
+        reciprocal_division=reciprocal_division, **window,
+    )  # compute  # fmt: skip
+
+
+def gemm(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+    """The float GEMM: NumPy's BLAS (the issue allows it; its accumulation order is not DirectML's)."""
+    transposed = {"trans_a": desc.trans_a == MatrixTransform.TRANSPOSE,
+                  "trans_b": desc.trans_b == MatrixTransform.TRANSPOSE}  # fmt: skip
+    out[...] = reference.gemm(views["a"], views["b"], views["c"], out.dtype, alpha=desc.alpha, beta=desc.beta,
+                              fused_activation=desc.fused_activation, **transposed)  # fmt: skip
+
+
 Kernel = Callable[[OperatorDesc, Views, Operand, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
@@ -271,4 +373,11 @@ KERNELS: dict[type[OperatorDesc], Kernel] = {
     QuantizedLinearMatrixMultiply: quantized_linear_matrix_multiply,
     Quantize: quantize,
     Dequantize: dequantize,
+    ConvolutionInteger: convolution_integer,
+    QuantizedLinearConvolution: quantized_linear_convolution,
+    MatrixMultiplyInteger: matrix_multiply_integer,
+    MatrixMultiplyIntegerToFloat: matrix_multiply_integer_to_float,
+    DynamicQuantizeLinear: dynamic_quantize_linear,
+    QuantizedLinearAveragePooling: quantized_linear_average_pooling,
+    Gemm: gemm,
 }

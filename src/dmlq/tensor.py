@@ -64,11 +64,11 @@ class TensorDesc:
         Python ints; a data type may be given by its value or name."""
         fields = {
             "data_type": _parsed_data_type(data_type),
-            "sizes": _plain_ints(sizes),
-            "strides": None if strides is None else _plain_ints(strides),
-            "total_tensor_size_in_bytes": _plain_int(total_tensor_size_in_bytes),
-            "flags": _plain_int(flags),
-            "guaranteed_base_offset_alignment": _plain_int(guaranteed_base_offset_alignment),
+            "sizes": plain_ints(sizes),
+            "strides": None if strides is None else plain_ints(strides),
+            "total_tensor_size_in_bytes": plain_int(total_tensor_size_in_bytes),
+            "flags": plain_int(flags),
+            "guaranteed_base_offset_alignment": plain_int(guaranteed_base_offset_alignment),
         }
         for name, value in fields.items():
             object.__setattr__(self, name, value)
@@ -230,7 +230,7 @@ def _check_flags(desc: TensorDesc, is_output: bool) -> str | None:
 
 def _parsed_data_type(value: object) -> object:
     """A DataType from a member, its value or its name; anything else stays for validation to report."""
-    value = _plain_int(value)
+    value = plain_int(value)
     if isinstance(value, str) or _is_int(value):
         try:
             return DataType.parse(value)
@@ -239,18 +239,18 @@ def _parsed_data_type(value: object) -> object:
     return value
 
 
-def _plain_ints(values: object) -> object:
+def plain_ints(values: object) -> object:
     """A sequence as a tuple of Python ints (from NumPy integers too); anything that is not a
     sequence, and elements that are not integers, stay as given for validation to report."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         return values
     try:
-        return tuple(_plain_int(value) for value in values)
+        return tuple(plain_int(value) for value in values)
     except TypeError:  # iterable by its type, not as it is (a 0-d array)
         return values
 
 
-def _plain_int(value: object) -> object:
+def plain_int(value: object) -> object:
     if isinstance(value, (bool, int)) or not isinstance(value, SupportsIndex):
         return value
     try:

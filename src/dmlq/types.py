@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import DmlError
 
-__all__ = ["DataType", "FeatureLevel", "QuantizationType", "TensorFlags"]
+__all__ = ["DataType", "FeatureLevel", "MatrixTransform", "QuantizationType", "TensorFlags"]
 
 
 class DataType(enum.IntEnum):
@@ -105,6 +105,17 @@ class QuantizationType(enum.IntEnum):
     def tensor_names(self) -> tuple[str, ...]:
         """The quantization tensors this type takes, in DirectML's order."""
         return ("scale", "zero_point")[: int(self)]
+
+
+class MatrixTransform(enum.IntEnum):
+    """``DML_MATRIX_TRANSFORM`` (DirectML.h): GEMM's TransA and TransB.
+
+    >>> MatrixTransform(1)
+    <MatrixTransform.TRANSPOSE: 1>
+    """
+
+    NONE = 0
+    TRANSPOSE = 1
 
 
 class TensorFlags(enum.IntFlag):

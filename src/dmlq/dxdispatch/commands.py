@@ -13,7 +13,7 @@ import numpy as np
 
 from ..device import CompiledOperator
 from ..errors import DmlError
-from ..ops import Quantize
+from ..ops import MatrixMultiplyIntegerToFloat, Quantize
 from .bindings import Binding, parse_bindings
 from .descriptions import dml_field_name, relocated_error
 from .dispatchables import Dispatchable
@@ -69,9 +69,12 @@ class Dispatch:
         ]
 
     def _is_scale(self, name: str) -> bool:
-        """Whether input ``name`` is a scale: QUANTIZE's is its first quantization tensor."""
-        return name.endswith("scale") or (isinstance(self.dispatchable.desc, Quantize) and
-                                          name == "quantization_tensors[0]")  # fmt: skip
+        """Whether input ``name`` is a scale whose 0 the page leaves undefined: QUANTIZE's is its first
+        quantization tensor; MATRIX_MULTIPLY_INTEGER_TO_FLOAT's only multiply."""
+        desc = self.dispatchable.desc
+        if isinstance(desc, MatrixMultiplyIntegerToFloat):
+            return False
+        return name.endswith("scale") or (isinstance(desc, Quantize) and name == "quantization_tensors[0]")
 
     def _binding(self, dml_name: str) -> Binding | None:
         return self.dispatchable.initialized.get(dml_name) or self.bindings.get(dml_name)

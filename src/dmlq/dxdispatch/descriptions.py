@@ -11,7 +11,7 @@ from ..activations import ACTIVATIONS, Activation
 from ..errors import DmlError
 from ..ops import OperatorDesc
 from ..tensor import TensorDesc
-from ..types import QuantizationType, TensorFlags
+from ..types import MatrixTransform, QuantizationType, TensorFlags
 from .reading import Node, one_of, parse_data_type, parse_flags
 
 TENSOR_FLAGS = dict(TensorFlags.__members__)
@@ -50,7 +50,8 @@ def dml_field_name(cls: type[OperatorDesc], name: str) -> str:
 def parse_operator_desc(cls: type[OperatorDesc], node: Node) -> OperatorDesc:
     """``desc``: the tensors by their DirectML names (an optional one may be left out; an array
     field such as ``QuantizationTensors`` is a JSON array of them), ``FusedActivation`` where the
-    operator has one, and ``QuantizationType`` (required) where it has one."""
+    operator has one, and its other fields (``QuantizationType``, ``DimensionCount``, ``Strides``,
+    ...: required, as DxDispatch requires them)."""
     tensors = {tensor_field.dml_name: tensor_field for tensor_field in cls.FIELDS}
     others = {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name in _FIELD_PARSERS}
     fields = node.fields([*tensors, *others])
@@ -133,11 +134,44 @@ def _parse_quantization_type(node: Node) -> QuantizationType:
     return QuantizationType[name]
 
 
+def _parse_transform(node: Node) -> MatrixTransform:
+    """``TransA``/``TransB``: ``NONE`` or ``TRANSPOSE``, with or without ``DML_MATRIX_TRANSFORM_``."""
+    name = node.string().removeprefix("DML_MATRIX_TRANSFORM_")
+    if name not in MatrixTransform.__members__:
+        raise node.error(f"unknown matrix transform (expected {one_of(list(MatrixTransform.__members__))})")
+    return MatrixTransform[name]
+
+
+def _parse_uints(node: Node) -> tuple[int, ...]:
+    """A UINT array such as ``Strides``: its length is checked against ``DimensionCount`` on compile."""
+    return tuple(item.unsigned() for item in node.elements())
+
+
+def _parse_bool(node: Node) -> bool:
+    """A BOOL: ``true``/``false``, or DirectML's integer 0/1."""
+    return node.boolean() if isinstance(node.value, bool) else bool(node.integer(0, 1))
+
+
 _FIELD_PARSERS: dict[str, Callable[[Node], object]] = {
     "fused_activation": _parse_activation,
     "quantization_type": _parse_quantization_type,
+    "dimension_count": Node.unsigned,
+    "strides": _parse_uints,
+    "dilations": _parse_uints,
+    "start_padding": _parse_uints,
+    "end_padding": _parse_uints,
+    "window_size": _parse_uints,
+    "group_count": Node.unsigned,
+    "include_padding": _parse_bool,
+    "trans_a": _parse_transform,
+    "trans_b": _parse_transform,
+    "alpha": Node.number,
+    "beta": Node.number,
 }
-_REQUIRED_FIELDS = ("quantization_type",)  # DirectML gives it no default
+# DirectML gives them no default (DxDispatch requires every field that is not optional)
+_REQUIRED_FIELDS = ("quantization_type", "dimension_count", "strides", "dilations", "start_padding",
+                    "end_padding", "window_size", "group_count", "include_padding", "trans_a", "trans_b",
+                    "alpha", "beta")  # fmt: skip
 
 
 def relocated_error(

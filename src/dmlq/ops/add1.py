@@ -46,18 +46,22 @@ class ElementWiseAdd1(OperatorDesc):
     CONSTRAINTS = ADD_CONSTRAINTS
 
     def _extra_violations(self, level: FeatureLevel) -> Iterator[tuple[str, str]]:
-        activation = self.fused_activation
-        if activation is None:
-            return
-        if not isinstance(activation, Activation):
-            yield (
-                "fused_activation",
-                (f"{type(activation).__name__} is not a fusable activation (use one of dmlq.activations)"),
-            )
-            return
-        problem = activation.problem(level)
-        if problem:
-            yield "fused_activation", problem
-        output = self.output
-        if isinstance(output, TensorDesc) and output.data_type not in FLOATS:
-            yield "fused_activation", "needs a FLOAT16 or FLOAT32 output"
+        return fused_activation_violations(self.fused_activation, self.output, level)
+
+
+def fused_activation_violations(
+    activation: object, output: object, level: FeatureLevel
+) -> Iterator[tuple[str, str]]:
+    """The rules of a ``FusedActivation`` (ADD1's and GEMM's): one of :mod:`dmlq.activations` (or None),
+    available at ``level``, on a FLOAT16 or FLOAT32 output."""
+    if activation is None:
+        return
+    if not isinstance(activation, Activation):
+        message = f"{type(activation).__name__} is not a fusable activation (use one of dmlq.activations)"
+        yield "fused_activation", message
+        return
+    problem = activation.problem(level)
+    if problem:
+        yield "fused_activation", problem
+    if isinstance(output, TensorDesc) and output.data_type not in FLOATS:
+        yield "fused_activation", "needs a FLOAT16 or FLOAT32 output"

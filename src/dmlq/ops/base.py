@@ -19,6 +19,7 @@ from ..types import DataType, FeatureLevel
 __all__ = [
     "Constraint",
     "OperatorDesc",
+    "Rule",
     "SupportRow",
     "TensorField",
     "TensorSupport",
@@ -91,6 +92,19 @@ class Constraint:
     check: Callable[[Mapping[str, TensorDesc]], tuple[str, str] | None]
 
 
+@dataclass(frozen=True)
+class Rule:
+    """A rule of the page over the whole description: its attributes (strides, group count, ...)
+    and the tensor shapes they govern.
+
+    ``check(desc)`` yields ``(field, rule)`` for each violation; it runs once the tensors pass their
+    tables and constraints.
+    """
+
+    text: str
+    check: Callable[[OperatorDesc], Iterable[tuple[str, str]]]
+
+
 def _pairwise(fields: Sequence[str], key: Callable[[TensorDesc], object], what: str) -> Constraint:
     def check(present: Mapping[str, TensorDesc]) -> tuple[str, str] | None:
         named = [name for name in fields if name in present]
@@ -132,6 +146,8 @@ class OperatorDesc:
     FIELDS: ClassVar[tuple[TensorField, ...]]
     SUPPORT: ClassVar[tuple[SupportRow, ...]]  # newest level first
     CONSTRAINTS: ClassVar[tuple[Constraint, ...]]
+    RULES: ClassVar[tuple[Rule, ...]] = ()  # attributes and shapes, after the tensor constraints
+    DECISIONS: ClassVar[tuple[str, ...]] = ()  # where the page is silent: dmlq's choice, its evidence
     IN_PLACE: ClassVar[bool] = False
 
     @classmethod
@@ -202,6 +218,8 @@ class OperatorDesc:
             found = constraint.check(present)
             if found:
                 yield found
+        for rule in self.RULES:
+            yield from rule.check(self)
         yield from self._extra_violations(level)
 
     def _field_violations(

@@ -34,7 +34,9 @@ ROW_FIELDS = ("a_scale", "a_zero_point", "output_scale", "output_zero_point")
 OPTIONAL = ["a_zero_point", "b_zero_point", "output_zero_point"]
 
 
-def _matrix_shapes(present: Mapping[str, TensorDesc]) -> tuple[str, str] | None:
+def matrix_shapes(present: Mapping[str, TensorDesc]) -> tuple[str, str] | None:
+    """A ``[..., M, K]``, B ``[..., K, N]`` and Output ``[..., M, N]``, batches equal to the output's
+    (the matrix multiplies share it)."""
     if not all(name in present for name in ("a", "b", "output")):
         return None
     a, b, out = (present[name].sizes for name in ("a", "b", "output"))
@@ -112,7 +114,7 @@ class QuantizedLinearMatrixMultiply(OperatorDesc):
         same_dimension_count("a", "b", "output"),
         *ZERO_POINT_TYPES,
         Constraint("A is [..., M, K], B [..., K, N], Output [..., M, N] with equal batch sizes",
-                   _matrix_shapes),
+                   matrix_shapes),
         Constraint("A and Output scales and zero points are per-tensor or per-row {1, 1, M, 1}; "
                    "B's per-tensor or per-column {1, 1, 1, N}", _quantization_shapes),
     )  # fmt: skip

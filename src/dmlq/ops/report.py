@@ -47,6 +47,11 @@ def _operator_section(cls: type[OperatorDesc]) -> list[str]:
         *(f"- {constraint.text}." for constraint in cls.CONSTRAINTS),
         "",
     ]
+    if cls.RULES:
+        lines += ["Attributes and shapes:", "", *(f"- {rule.text}." for rule in cls.RULES), ""]
+    if cls.DECISIONS:
+        lines += ["Where the page is silent (dmlq's decisions, with their evidence):", "",
+                  *(f"- {decision}" for decision in cls.DECISIONS), ""]  # fmt: skip
     for row in cls.SUPPORT:
         lines += _row_table(cls, row)
     return lines
@@ -54,7 +59,7 @@ def _operator_section(cls: type[OperatorDesc]) -> list[str]:
 
 def _activation_section() -> list[str]:
     lines = [
-        "## Fused activations (ElementWiseAdd1.fused_activation)",
+        "## Fused activations (ElementWiseAdd1.fused_activation, Gemm.fused_activation)",
         "",
         "| Class | DirectML type | Value | Feature level | Parameters (DirectMLX defaults) |",
         "| --- | --- | --- | --- | --- |",

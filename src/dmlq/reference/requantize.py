@@ -39,14 +39,28 @@ def requantize(accumulated: np.ndarray, a_scale: ArrayLike, b_scale: ArrayLike, 
            [-4]], dtype=int8)
     """
     real_scale = widened(a_scale) * widened(b_scale)
-    output_scale32 = np.asarray(output_scale, np.float32)
     with np.errstate(all="ignore"):
         value = accumulated.astype(np.float64) * real_scale
+    return quantize_real(value, output_scale, output_zero_point, output_dtype,
+                         reciprocal_division=reciprocal_division)  # fmt: skip
+
+
+def quantize_real(value: np.ndarray, output_scale, output_zero_point, output_dtype, *,
+                  reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
+    """``clamp(round(value / OS) + OZP, Min, Max)`` for a float64 ``value``: the last steps of the
+    requantizing operators, in float64 with the float32 scale (``value * float32(1 / OS)`` with
+    ``reciprocal_division``), halves to even, NaN to 0.
+
+    >>> quantize_real(np.float64([2.5, -7.0]), np.float32(1), np.int8(3), np.int8)
+    array([ 5, -4], dtype=int8)
+    """
+    output_scale32 = np.asarray(output_scale, np.float32)
+    with np.errstate(all="ignore"):
         if reciprocal_division:
             value = value * (np.float32(1) / output_scale32).astype(np.float64)
         else:
             value = value / widened(output_scale32)
         result = np.rint(value)
         if output_zero_point is not None:
-            result = result + output_zero_point.astype(np.float64)
+            result = result + np.asarray(output_zero_point).astype(np.float64)
     return saturate(result, np.dtype(output_dtype))
