@@ -11,7 +11,7 @@ import pytest
 
 import dmlq
 from dmlq import DmlError, _core, activations
-from dmlq.numpy_api import _layout_key
+from dmlq.numpy_api.compiling import layout_key
 from dmlq.ops import ElementWiseAdd
 
 X = np.linspace(-3.0, 3.0, 16, dtype=np.float32)
@@ -99,7 +99,7 @@ def test_float16_and_scale_of_another_float_type_keep_their_rules() -> None:
 )
 def test_the_compiled_key_built_in_c_equals_the_python_one(arrays: list) -> None:
     out, *operands = arrays
-    assert _core.layout_key(ElementWiseAdd, out, *operands) == _layout_key(ElementWiseAdd, out, operands)
+    assert _core.layout_key(ElementWiseAdd, out, *operands) == layout_key(ElementWiseAdd, out, operands)
 
 
 def test_the_compiled_key_is_left_to_python_for_strided_or_byte_swapped_operands() -> None:
