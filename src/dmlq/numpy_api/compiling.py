@@ -14,12 +14,15 @@ import numpy as np
 
 from .. import _core
 from ..device import CompiledOperator, Device
+from ..int4 import FOUR_BIT_DTYPES
 from ..ops import OperatorDesc
 from ..tensor import TensorDesc
 from ..types import DataType
 from .rules import check_out
 
 DEVICE = Device()
+_FOUR_BIT_DATA_TYPES = dict(zip(FOUR_BIT_DTYPES, (DataType.INT4, DataType.UINT4)))
+_NUMPY_DTYPES = {data_type: dtype for dtype, data_type in _FOUR_BIT_DATA_TYPES.items()}
 
 
 def describable(array: np.ndarray | None) -> np.ndarray | None:
@@ -34,8 +37,31 @@ def describable(array: np.ndarray | None) -> np.ndarray | None:
 
 
 def desc(array: np.ndarray) -> TensorDesc:
+    """``array``'s description: its dtype, shape and element strides. A length-1 dimension's stride
+    addresses nothing, whatever NumPy says it is (a reversed length-1 array's is negative): 0.
+
+    >>> desc(np.float32([[2.0]])[::-1]).strides
+    (0, 0)
+    """
     itemsize = array.dtype.itemsize
-    return TensorDesc(DataType.from_dtype(array.dtype), array.shape, [s // itemsize for s in array.strides])
+    strides = [0 if size == 1 else stride // itemsize for size, stride in zip(array.shape, array.strides)]
+    return TensorDesc(data_type(array.dtype), array.shape, strides)
+
+
+def data_type(dtype: np.dtype) -> DataType:
+    """The DirectML data type of ``dtype``, 4-bit ``ml_dtypes`` included."""
+    return _FOUR_BIT_DATA_TYPES[dtype] if dtype in _FOUR_BIT_DATA_TYPES else DataType.from_dtype(dtype)
+
+
+def supported_dtypes(desc_type: type[OperatorDesc], field: str) -> tuple[np.dtype, ...]:
+    """The dtypes ``desc_type``'s support table lists for ``field`` at the NumPy layer's feature level.
+
+    >>> from dmlq.ops import ElementWiseQuantizeLinear
+    >>> supported_dtypes(ElementWiseQuantizeLinear, "input")
+    (dtype('float32'), dtype('float16'), dtype('int32'))
+    """
+    row = desc_type.support_row(DEVICE.feature_level)
+    return tuple(_NUMPY_DTYPES.get(t) or t.dtype for t in row.tensors[field].types)
 
 
 def broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -12,10 +12,14 @@ from ..ops import QuantizedLinearMatrixMultiply
 from ..packed import PackedMatrix
 from ..reference.saturate import saturate
 from . import one_step, rules
-from .compiling import DEVICE, compiled, delivered, describable, target
-from .rules import BYTE_TYPES, F32, broadcast_named, integer_operand, output_dtype
+from .compiling import DEVICE, compiled, delivered, describable, supported_dtypes, target
+from .rules import F32, broadcast_named, integer_data, output_dtype
 
 __all__ = ["pack_matrix_multiply_b", "quantized_linear_matrix_multiply"]
+
+MATRIX_DATA = supported_dtypes(QuantizedLinearMatrixMultiply, "a")  # b's and the output's too
+# The scales and zero points by field name, each with the axis along which it may vary.
+Parameters = dict[str, tuple[str, "np.ndarray | None"]]
 
 
 def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
@@ -51,21 +55,12 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
             return result
     if packed is not None:
         b = packed.packed_b.for_shape_rules()
-    a = integer_operand(a, "a", a_zero_point, BYTE_TYPES)
-    b = integer_operand(b, "b", b_zero_point, BYTE_TYPES)
+    a = integer_data(a, "a", a_zero_point, MATRIX_DATA)
+    b = integer_data(b, "b", b_zero_point, MATRIX_DATA)
     check_matrices(a, b)
     (m, k), n = a.shape[-2:], b.shape[-1]
-    out_dtype = output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
-    quantization = {
-        "a_scale": ("row", rules.scale(a_scale, "a_scale", F32)),
-        "a_zero_point": ("row", rules.zero_point(a_zero_point, "a_zero_point", a.dtype)),
-        "b_scale": ("column", b_scale if packed else rules.scale(b_scale, "b_scale", F32)),
-        "b_zero_point": ("column", b_zero_point if packed else rules.zero_point(b_zero_point, "b_zero_point",
-                                                                                b.dtype)),
-        "output_scale": ("output", rules.scale(output_scale, "output_scale", F32)),
-        "output_zero_point": ("output", rules.zero_point(output_zero_point, "output_zero_point",
-                                                         out_dtype)),
-    }  # fmt: skip
+    parameters = (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
+    out_dtype, quantization = parameters_of(a.dtype, b.dtype, *parameters, dtype, packed is not None)
     values = {name: value for name, (_, value) in quantization.items()}
     checked = ("b_scale", "b_zero_point") if packed else ()
     if _is_plain_matrix_product(a, b, values, checked):
@@ -100,14 +95,43 @@ def pack_matrix_multiply_b(
     ...
     dmlq.errors.DmlError: b_scale: shape (2, 1) is not supported; it would vary along K
     """
-    b = integer_operand(b, "b", b_zero_point, BYTE_TYPES)
+    b = integer_data(b, "b", b_zero_point, MATRIX_DATA)
     check_matrix_dimensions(b, "b")
     scale = rules.scale(b_scale, "b_scale", F32)
-    zero_point = rules.zero_point(b_zero_point, "b_zero_point", b.dtype)
+    zero_point = rules.zero_point(b_zero_point, "b_zero_point", b.dtype, "b", MATRIX_DATA)
     for name, value in (("b_scale", scale), ("b_zero_point", zero_point)):
         if value is not None:
             matrix_quantization(value, name, "column", 1, b.shape[-1], max(value.ndim, 2))
     return PackedMatrix(b, scale, zero_point)
+
+
+def parameters_of(a_dtype: np.dtype, b_dtype: np.dtype, a_scale: object, a_zero_point: object,
+                  b_scale: object, b_zero_point: object, output_scale: object, output_zero_point: object,
+                  dtype: object, packed: bool) -> tuple[np.dtype, Parameters]:  # fmt: skip
+    """The output's dtype and the six scales and zero points by field name, each with the axis it
+    may vary along ("row", "column" or "output", for :func:`matrix_quantization`), checked by the
+    rules; a ``packed`` B's scale and zero point as they are (checked when it was packed).
+
+    >>> u8, i8 = np.dtype(np.uint8), np.dtype(np.int8)
+    >>> out_dtype, parameters = parameters_of(u8, i8, 0.5, None, [0.5, 1], 3, 2.0, None, "int8", False)
+    >>> out_dtype, parameters["b_scale"], parameters["b_zero_point"]
+    (dtype('int8'), ('column', array([0.5, 1. ], dtype=float32)), ('column', array(3, dtype=int8)))
+    """
+    out_dtype = output_dtype(output_zero_point, dtype, a_dtype, "output_zero_point", MATRIX_DATA)
+    a_scale = rules.scale(a_scale, "a_scale", F32)
+    a_zero_point = rules.zero_point(a_zero_point, "a_zero_point", a_dtype, "a", MATRIX_DATA)
+    if not packed:
+        b_scale = rules.scale(b_scale, "b_scale", F32)
+        b_zero_point = rules.zero_point(b_zero_point, "b_zero_point", b_dtype, "b", MATRIX_DATA)
+    return out_dtype, {
+        "a_scale": ("row", a_scale),
+        "a_zero_point": ("row", a_zero_point),
+        "b_scale": ("column", b_scale),
+        "b_zero_point": ("column", b_zero_point),
+        "output_scale": ("output", rules.scale(output_scale, "output_scale", F32)),
+        "output_zero_point": ("output", rules.zero_point(output_zero_point, "output_zero_point", out_dtype,
+                                                         "the output", MATRIX_DATA)),
+    }  # fmt: skip
 
 
 def packed_parameters(packed: PackedMatrix, b_scale: object,

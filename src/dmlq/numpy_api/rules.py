@@ -22,22 +22,22 @@ from typing import NoReturn
 import numpy as np
 
 from ..errors import DmlError
+from ..int4 import FOUR_BIT_DTYPES
 from ..reference.saturate import integer_range
 from ..tensor import MAX_DIMENSION_COUNT
 
 U8, I8 = np.dtype(np.uint8), np.dtype(np.int8)
 F32, F16, I32 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32)
 BYTE_TYPES = (U8, I8)
-QUANTIZE_INPUT_TYPES, FLOAT_TYPES = (F32, F16, I32), (F32, F16)
+FLOAT_TYPES = (F32, F16)
 _FLOAT_MAX = {F32: float(np.finfo(F32).max), F16: float(np.finfo(F16).max)}
-DEQUANTIZE_INPUT_TYPES = tuple(np.dtype(t) for t in ("int32", "int16", "int8",
-                                                     "uint32", "uint16", "uint8"))  # fmt: skip
 
 
-# -- argument conversion ---------------------------------------------------------------------
+# -- what an argument is ------------------------------------------------------------------------
 
 
 def is_numpy(value: object) -> bool:
+    """Whether ``value`` carries a dtype (a NumPy array or scalar), as Python numbers and lists do not."""
     return isinstance(value, (np.ndarray, np.generic))
 
 
@@ -58,7 +58,7 @@ def native(dtype: np.dtype) -> np.dtype:
 
 
 def as_array(value: object, name: str) -> np.ndarray:
-    """``value`` as a numeric array in native byte order."""
+    """``value`` as a numeric array (4-bit ones included) in native byte order."""
     if value is None:
         raise DmlError(f"{name}: None is not an array")
     try:
@@ -66,19 +66,66 @@ def as_array(value: object, name: str) -> np.ndarray:
     except (TypeError, ValueError) as error:
         raise DmlError(f"{name}: cannot be read as an array ({error})") from None
     dtype = array.dtype
-    if dtype.kind not in "biuf":
+    if dtype.kind not in "biuf" and dtype not in FOUR_BIT_DTYPES:
         raise DmlError(f"{name}: dtype {dtype} is not numeric")
     return array if dtype.isnative else array.astype(native(dtype))
 
 
-def _names(dtypes: Sequence[np.dtype]) -> str:
+def names(dtypes: Sequence[np.dtype]) -> str:
     return ", ".join(str(d) for d in dtypes)
 
 
-def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
-    """``array``'s integers as ``dtype``; DmlError naming the first one outside its range."""
-    if array.dtype == dtype:
+# -- data ----------------------------------------------------------------------------------------
+
+
+def data(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype,
+         floats: np.dtype | None = None) -> np.ndarray:  # fmt: skip
+    """An operator's data: a NumPy array or scalar of a dtype its support table lists (``allowed``);
+    Python numbers and lists take ``python_dtype`` (integers must fit it). A NumPy float array of
+    another float dtype (float64) converts to ``floats`` where the operator takes floats; any other
+    dtype is refused, never converted (no integer dtype becomes another).
+
+    >>> data(np.float64([0.5]), "x", (F32, F16, I32), F32, floats=F32)
+    array([0.5], dtype=float32)
+    >>> data(np.int64([1]), "x", (F32, F16, I32), F32, floats=F32)
+    Traceback (most recent call last):
+    ...
+    dmlq.errors.DmlError: x: dtype int64 is not supported (expected float32, float16, int32)
+    """
+    array = as_array(value, name)
+    if not is_numpy(value):
+        return _python_numbers(array, name, python_dtype)
+    if array.dtype in allowed:
         return array
+    if floats is not None and array.dtype.kind == "f":
+        return _to_float(array, floats)
+    raise DmlError(f"{name}: dtype {array.dtype} is not supported (expected {names(allowed)})")
+
+
+def integer_data(value: object, name: str, zero_point: object, allowed: Sequence[np.dtype]) -> np.ndarray:
+    """Integer data of an ``allowed`` dtype (:func:`data`); Python numbers and lists take the dtype
+    their zero point carries when it is one of those, else uint8.
+
+    >>> integer_data([1, 2], "q", np.int8(0), (U8, I8))
+    array([1, 2], dtype=int8)
+    """
+    if type(value) is np.ndarray and value.dtype in allowed:  # the common case: nothing to convert
+        return value
+    carried = native(zero_point.dtype) if is_numpy(zero_point) else None
+    return data(value, name, allowed, carried if carried in allowed else U8)
+
+
+def _python_numbers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+    """Python numbers (``array``, as NumPy read them) as ``dtype``."""
+    if array.dtype.kind == "b":
+        raise DmlError(f"{name}: boolean values are not numbers here")
+    if dtype.kind == "f":
+        return _to_float(array, dtype)
+    return _integers(array, name, dtype)
+
+
+def _integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+    """Python integers as ``dtype``; DmlError naming the first one outside its range."""
     if array.dtype.kind not in "iu":
         raise DmlError(f"{name}: {array.dtype} values cannot be {dtype} integers")
     low, high = integer_range(dtype)
@@ -92,41 +139,6 @@ def _convert_integers(array: np.ndarray, name: str, dtype: np.dtype) -> np.ndarr
     return array.astype(dtype)
 
 
-def operand(value: object, name: str, allowed: Sequence[np.dtype], python_dtype: np.dtype, *,
-            floats: np.dtype | None = None, integers: np.dtype | None = None) -> np.ndarray:  # fmt: skip
-    """``value`` as an array of an allowed dtype.
-
-    Python scalars and lists take ``python_dtype``; NumPy float arrays of a dtype outside
-    ``allowed`` (float64) convert to ``floats``, NumPy integer arrays (int64) to ``integers``
-    when the values fit; any other dtype is refused.
-    """
-    array = as_array(value, name)
-    if not is_numpy(value):
-        target = python_dtype
-    elif array.dtype in allowed:
-        return array
-    elif floats is not None and array.dtype.kind == "f":
-        target = floats
-    elif integers is not None and array.dtype.kind in "iu":
-        target = integers
-    else:
-        raise DmlError(f"{name}: dtype {array.dtype} is not supported (expected {_names(allowed)})")
-    if target.kind == "f":
-        if array.dtype.kind == "b":
-            raise DmlError(f"{name}: boolean values are not numbers here")
-        return _to_float(array, target)
-    return _convert_integers(array, name, target)
-
-
-def integer_operand(value: object, name: str, zero_point: object, allowed: Sequence[np.dtype]) -> np.ndarray:
-    """Integer data of an ``allowed`` dtype; lists and NumPy integers of other dtypes (int64) take
-    the dtype their zero point carries, else uint8, and must fit it."""
-    if type(value) is np.ndarray and value.dtype in allowed:  # the common case: nothing to convert
-        return value
-    dtype = carried_dtype(zero_point, allowed) or U8
-    return operand(value, name, allowed, dtype, integers=dtype)
-
-
 def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``array`` as ``dtype``: values beyond its range become infinity (which saturates), silently."""
     if array.size == 1 and abs(array.item()) <= _FLOAT_MAX[dtype]:  # cannot overflow: no errstate
@@ -135,8 +147,17 @@ def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return array.astype(dtype)
 
 
+# -- scale ---------------------------------------------------------------------------------------
+
+
 def scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
-    """A scale converted to ``dtype`` (float32, or float16 beside float16 data): finite, non-zero."""
+    """A scale as ``dtype`` (float32, or float16 beside float16 data): Python numbers and NumPy floats
+    of any float dtype convert; NumPy integers and booleans are refused; every scale is finite and
+    non-zero once converted (DirectML leaves a scale of 0 undefined).
+
+    >>> scale([0.5, 2], "scale", F16)
+    array([0.5, 2. ], dtype=float16)
+    """
     value = scalar_as_array(value, dtype)
     if is_exactly(value, dtype) and value.size == 1 and _valid_scale(value.item()):
         return value  # the common per-tensor scale: nothing to convert, a plain float test
@@ -154,6 +175,11 @@ def scale(value: object, name: str, dtype: np.dtype) -> np.ndarray:
     if not valid:
         _raise_scale_error(name, array, converted)
     return converted
+
+
+def scale_dtype(value: object, name: str) -> np.dtype:
+    """The dtype a dequantized result takes from its scale: float16 for a float16 scale, else float32."""
+    return F16 if as_array(value, name).dtype == F16 else F32
 
 
 def _valid_scale(value: float) -> bool:
@@ -176,44 +202,73 @@ def _raise_scale_error(name: str, given: np.ndarray, scale: np.ndarray) -> NoRet
     raise DmlError(f"{name}: a scale of 0 is undefined in DirectML")
 
 
-def carried_dtype(zero_point: object, carriers: Sequence[np.dtype]) -> np.dtype | None:
-    """The dtype a zero point gives its tensor: its own when it is a NumPy array or scalar of one of
-    ``carriers`` (the dtypes that tensor can have), else None: Python ints and other integer
-    dtypes (int64, NumPy's default) take the tensor's dtype from elsewhere, range-checked."""
-    if not is_numpy(zero_point):
-        return None
-    dtype = native(zero_point.dtype)
-    return dtype if dtype in carriers else None
+# -- dtype and zero point --------------------------------------------------------------------------
 
 
-def output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str) -> np.dtype:
-    """The output's 8-bit dtype: a uint8/int8 zero point's, else ``dtype``, else ``default``."""
-    requested = None
-    if dtype is not None:
-        try:
-            requested = np.dtype(dtype)
-        except TypeError:
-            requested = None
-        if requested not in BYTE_TYPES:
-            raise DmlError(f"dtype: {dtype!r} is not uint8, int8, int4 or uint4")
-    carried = None if zero_point is None else carried_dtype(zero_point, BYTE_TYPES)
-    if carried is not None:
+def output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str,
+                 allowed: Sequence[np.dtype] = BYTE_TYPES) -> np.dtype:  # fmt: skip
+    """The output's integer dtype: the zero point's when it is a NumPy array or scalar of one of the
+    ``allowed`` dtypes (its dtype *is* the output's), else ``dtype`` (one of ``allowed``, by dtype or
+    name: "int4"/"uint4" name ml_dtypes' types), else ``default``. A ``dtype`` that disagrees with
+    the zero point's is refused.
+
+    >>> output_dtype(np.int8(3), None, U8, "zero_point"), output_dtype(3, "int8", U8, "zero_point")
+    (dtype('int8'), dtype('int8'))
+    """
+    requested = None if dtype is None else _requested_dtype(dtype, allowed)
+    carried = native(zero_point.dtype) if is_numpy(zero_point) else None
+    if carried in allowed:
         if requested is not None and requested != carried:
             raise DmlError(f"dtype: {requested} disagrees with {name}'s dtype {carried}")
         return carried
     return requested or default
 
 
-def zero_point(value: object, name: str, dtype: np.dtype,
-               carriers: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
-    """A zero point as its tensor's ``dtype``: one that carries another dtype is refused."""
+_FOUR_BIT_NAMES = {dtype.name: dtype for dtype in FOUR_BIT_DTYPES}  # NumPy reads "int4" as int32
+
+
+def _requested_dtype(dtype: object, allowed: Sequence[np.dtype]) -> np.dtype:
+    four_bit = isinstance(dtype, str) and dtype in _FOUR_BIT_NAMES
+    try:
+        requested = _FOUR_BIT_NAMES[dtype] if four_bit else np.dtype(dtype)
+    except TypeError:
+        requested = None
+    if requested not in allowed:
+        raise DmlError(f"dtype: {dtype!r} is not {_or_names(allowed)}")
+    return requested
+
+
+def _or_names(dtypes: Sequence[np.dtype]) -> str:
+    *first, last = [str(d) for d in dtypes]
+    return f"{', '.join(first)} or {last}" if first else last
+
+
+def zero_point(value: object, name: str, dtype: np.dtype, tensor: str,
+               allowed: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
+    """The zero point of ``tensor`` (``dtype``): None; a NumPy array or scalar of exactly ``dtype`` (in
+    any byte order: its dtype is the tensor's); or Python ints and lists, which take ``dtype`` and
+    must fit it. A NumPy zero point of any other dtype is refused, never converted: another of the
+    zero point dtypes ``allowed``, or a dtype no zero point has (int16, int64, bool, ...).
+
+    >>> zero_point(3, "zero_point", I8, "the output"), zero_point(np.uint8([3]), "zero_point", U8, "q")
+    (array(3, dtype=int8), array([3], dtype=uint8))
+    >>> zero_point(np.int64(3), "zero_point", U8, "the output")
+    Traceback (most recent call last):
+    ...
+    dmlq.errors.DmlError: zero_point: dtype int64 is not a zero point dtype (uint8, int8): a NumPy zero ...
+    """
     value = scalar_as_array(value, dtype)
     if value is None or is_exactly(value, dtype):
         return value
-    carried = carried_dtype(value, carriers)
-    if carried is not None and carried != dtype:
-        raise DmlError(f"{name}: dtype {carried} differs from its tensor's {dtype}")
-    return _convert_integers(as_array(value, name), name, dtype)
+    array = as_array(value, name)
+    if not is_numpy(value):
+        return _python_numbers(array, name, dtype)
+    if array.dtype == dtype:
+        return array
+    if array.dtype in allowed:
+        raise DmlError(f"{name}: dtype {array.dtype} differs from {tensor}'s {dtype}")
+    raise DmlError(f"{name}: dtype {array.dtype} is not a zero point dtype ({names(allowed)}): a NumPy zero "
+                   f"point has {tensor}'s dtype, never converted (a Python int takes it)")  # fmt: skip
 
 
 # -- broadcasting ------------------------------------------------------------------------------
