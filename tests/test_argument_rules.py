@@ -213,3 +213,18 @@ def test_a_block_size_that_does_not_divide_its_axis_names_axis_and_sizes() -> No
         dmlq.quantize_linear(x, np.ones((2, 2), np.float32), axis=1, block_size=4)  # ONNX's last block of 2
     with pytest.raises(DmlError, match=r"^block_size: 4 does not divide axis 0 of size 6"):
         dmlq.dequantize_linear(U8(x.T), np.ones((2, 2), np.float32), axis=0, block_size=4)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: dmlq.quantize_linear(np.zeros((0, 4), np.float32), np.float32([1, 1, 1, 1]), axis=1),
+        lambda: dmlq.dequantize_linear(np.zeros((0, 4), np.uint8), np.ones((0, 2), np.float32), axis=1,
+                                       block_size=2),
+        lambda: dmlq.quantize_linear(np.zeros(0, np.float32), 1.0, dtype="int4"),
+    ],
+    ids=["quantize axis=", "dequantize block_size=", "quantize int4"],
+)  # fmt: skip
+def test_zero_size_blockwise_arrays_give_an_empty_result(call) -> None:
+    # The blockwise route described them as DirectML tensors, whose sizes are at least 1, and refused them.
+    assert call().size == 0

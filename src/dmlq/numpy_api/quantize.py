@@ -136,6 +136,8 @@ def _quantize_blockwise(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray
     zero_point = _in_blocks(zero_point, blocks)
     if out is not None:
         out = check_out(out, x.shape, out_dtype)
+    if not x.size:  # DirectML's sizes are at least 1: an empty result needs no operator
+        return delivered(np.empty(x.shape, out_dtype), out)
     operator, views = _compiled(Quantize, x.dtype, out_dtype, shape, scale.reshape(blocks), zero_point)
     if out_dtype in FOUR_BIT_DTYPES:
         memory = np.zeros((math.prod(shape) + 1) // 2, np.uint8)
@@ -156,6 +158,8 @@ def _dequantize_blockwise(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarr
     zero_point = _in_blocks(zero_point, blocks)
     if out is not None:
         out = check_out(out, q.shape, scale.dtype)
+    if not q.size:
+        return delivered(np.empty(q.shape, scale.dtype), out)
     operator, views = _compiled(Dequantize, q.dtype, scale.dtype, shape, scale.reshape(blocks), zero_point)
     data = q.reshape(shape)
     if q.dtype in FOUR_BIT_DTYPES:
