@@ -537,7 +537,7 @@ def test_every_parameter_and_result_is_annotated(name: str) -> None:
     assert set(hints) == {*inspect.signature(function).parameters, "return"}
     assert hints["return"] is (dmlq.PackedMatrix if name == "pack_matrix_multiply_b" else np.ndarray)
     assert hints.get("out", np.ndarray | None) == np.ndarray | None
-    assert hints.get("dtype", DTypeLike) == DTypeLike
+    assert hints.get("dtype", DTypeLike | None) == DTypeLike | None  # NumPy 2.4's DTypeLike omits None
     packed_b = name == "quantized_linear_matrix_multiply"  # b may be a PackedMatrix
     accepted = (ArrayLike, ArrayLike | None, *((ArrayLike | dmlq.PackedMatrix,) if packed_b else ()))
     assert all(hints[p] in accepted for p in ("a", "b", "x", "q", "scale") if p in hints)

@@ -248,8 +248,8 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     b = _data(b, "b", partial(integer_data, zero_point=b_zero_point, allowed=MATRIX_DATA))
     check_matrices(a, b)
     m, n = a.shape[-2], b.shape[-1]
-    parameters = (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
-    out_dtype, quantization = parameters_of(a.dtype, b.dtype, *parameters, dtype, packed is not None)
+    out_dtype, quantization = parameters_of(a.dtype, b.dtype, a_scale, a_zero_point, b_scale, b_zero_point,
+                                            output_scale, output_zero_point, dtype, packed)  # fmt: skip
     # The NumPy layer's batch: a's and b's broadcast with the leading dimensions of every scale
     # and zero point (all ones, or refused). The requantized scales and the output zero point
     # are {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensors of the result's dimension count, so

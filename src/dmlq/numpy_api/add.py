@@ -11,7 +11,8 @@ from numpy.typing import ArrayLike
 
 from .. import activations as _activations
 from ..errors import DmlError
-from ..ops import ElementWiseAdd, ElementWiseAdd1
+from ..ops.add import ElementWiseAdd
+from ..ops.add1 import ElementWiseAdd1
 from . import one_step, rules
 from .compiling import at_least_1d, delivered, run, supported_dtypes, target
 from .rules import F32, broadcast_shape, is_numpy, native
@@ -66,6 +67,6 @@ def float_operands(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
 
 def python_float_dtype(other: object) -> np.dtype:
     """The dtype Python numbers take beside ``other``: its float dtype when it has one, else float32."""
-    if is_numpy(other) and native(other.dtype) in ADD_DATA:  # type: ignore[attr-defined]
-        return native(other.dtype)  # type: ignore[attr-defined]
+    if is_numpy(other) and native(other.dtype) in ADD_DATA:
+        return native(other.dtype)
     return F32

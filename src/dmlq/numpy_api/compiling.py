@@ -8,14 +8,14 @@ of the arrays (dtype, shape and strides of each), so a repeated call compiles no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
 from .. import _core
 from ..device import CompiledOperator, Device
 from ..int4 import FOUR_BIT_DTYPES
-from ..ops import OperatorDesc
+from ..ops.base import OperatorDesc
 from ..tensor import TensorDesc
 from ..types import DataType
 from .rules import check_out
@@ -25,9 +25,9 @@ _FOUR_BIT_DATA_TYPES = dict(zip(FOUR_BIT_DTYPES, (DataType.INT4, DataType.UINT4)
 _NUMPY_DTYPES = {data_type: dtype for dtype, data_type in _FOUR_BIT_DATA_TYPES.items()}
 
 
-def describable(array: np.ndarray | None) -> np.ndarray | None:
+def describable(array: np.ndarray) -> np.ndarray:
     """``array`` itself when DirectML element strides can describe it, else a packed copy."""
-    if array is None or (array.flags.c_contiguous and array.dtype.isnative):
+    if array.flags.c_contiguous and array.dtype.isnative:
         return array
     itemsize = array.dtype.itemsize
     for stride in array.strides:
@@ -44,7 +44,7 @@ def desc(array: np.ndarray) -> TensorDesc:
     (0, 0)
     """
     itemsize = array.dtype.itemsize
-    strides = [0 if size == 1 else stride // itemsize for size, stride in zip(array.shape, array.strides)]
+    strides = tuple(0 if n == 1 else stride // itemsize for n, stride in zip(array.shape, array.strides))
     return TensorDesc(data_type(array.dtype), array.shape, strides)
 
 
@@ -61,7 +61,14 @@ def supported_dtypes(desc_type: type[OperatorDesc], field: str) -> tuple[np.dtyp
     (dtype('float32'), dtype('float16'), dtype('int32'))
     """
     row = desc_type.support_row(DEVICE.feature_level)
-    return tuple(_NUMPY_DTYPES.get(t) or t.dtype for t in row.tensors[field].types)
+    assert row is not None, f"{desc_type.__name__} is newer than the NumPy layer's feature level"
+    return tuple(_numpy_dtype(t) for t in row.tensors[field].types)
+
+
+def _numpy_dtype(data_type: DataType) -> np.dtype:
+    dtype = _NUMPY_DTYPES.get(data_type) or data_type.dtype
+    assert dtype is not None, f"{data_type.name} has no NumPy dtype"
+    return dtype
 
 
 def broadcast_view(array: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -98,7 +105,7 @@ def delivered(target: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     return out
 
 
-_COMPILED: dict[tuple, CompiledOperator] = {}
+_COMPILED: dict[tuple[object, ...], CompiledOperator] = {}
 _COMPILED_LIMIT = 1024
 
 
@@ -108,7 +115,7 @@ def forget_compiled() -> None:
 
 
 def layout_key(desc_type: type[OperatorDesc], out: np.ndarray,
-               operands: Iterable[np.ndarray | None]) -> tuple:  # fmt: skip
+               operands: Iterable[np.ndarray | None]) -> tuple[object, ...]:  # fmt: skip
     """``_core.layout_key``'s key for any arrays: flat, as nested tuples cost more to build and hash.
 
     >>> layout_key(OperatorDesc, np.zeros(2, np.uint8), [None, np.zeros((1, 3), np.float32)])[1:]
@@ -120,7 +127,7 @@ def layout_key(desc_type: type[OperatorDesc], out: np.ndarray,
     return tuple(parts)
 
 
-def run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
+def run(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | None], out: np.ndarray,
         as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
         **fields: object) -> None:  # fmt: skip
     """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``."""
@@ -128,9 +135,9 @@ def run(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], o
     operator.run_arrays(operands, out)
 
 
-def compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | None], out: np.ndarray,
+def compiled(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | None], out: np.ndarray,
              as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
-             **fields: object) -> tuple[CompiledOperator, dict[str, np.ndarray | None]]:  # fmt: skip
+             **fields: object) -> tuple[CompiledOperator, Mapping[str, np.ndarray | None]]:  # fmt: skip
     """The operator compiled for ``operands`` and ``out``, and the operands its kernel reads.
 
     The description, with each operand broadcast to the output's sizes through zero strides (the
@@ -140,7 +147,7 @@ def compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | Non
     """
     key = _core.layout_key(desc_type, out, *operands.values())  # the common case, built in C
     if key is None:  # a strided or byte-swapped operand: described as it is, or copied
-        operands = {name: describable(operand) for name, operand in operands.items()}
+        operands = {name: None if each is None else describable(each) for name, each in operands.items()}
         key = layout_key(desc_type, out, operands.values())
     if fields:
         key += tuple(map(repr, fields.values()))
@@ -149,7 +156,8 @@ def compiled(desc_type: type[OperatorDesc], operands: dict[str, np.ndarray | Non
         views = {name: _view_to_describe(operand, out.shape, name in as_given, name in per_tensor)
                  for name, operand in operands.items()}  # fmt: skip
         descs = {name: None if view is None else desc(view) for name, view in views.items()}
-        operator = DEVICE.compile_operator(desc_type(**descs, output=desc(out), **fields))
+        describe: Callable[..., OperatorDesc] = desc_type  # its fields are the operator's
+        operator = DEVICE.compile_operator(describe(**descs, output=desc(out), **fields))
         if len(_COMPILED) >= _COMPILED_LIMIT:
             _COMPILED.clear()
         _COMPILED[key] = operator

@@ -8,7 +8,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from ..errors import DmlError
 from ..kernels import matrix_b
-from ..ops import QuantizedLinearMatrixMultiply
+from ..ops.quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
 from ..packed import PackedMatrix
 from ..reference.saturate import saturate
 from . import one_step, rules
@@ -26,7 +26,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
                                      b: ArrayLike | PackedMatrix, b_scale: ArrayLike | None,
                                      b_zero_point: ArrayLike | None,
                                      output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
-                                     dtype: DTypeLike = None,
+                                     dtype: DTypeLike | None = None,
                                      out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Quantized ``a @ b``: ``a`` is ``[..., M, K]``, ``b`` ``[..., K, N]`` (2 to 4 dimensions).
 
@@ -59,8 +59,8 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     b = integer_data(b, "b", b_zero_point, MATRIX_DATA)
     check_matrices(a, b)
     (m, k), n = a.shape[-2:], b.shape[-1]
-    parameters = (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
-    out_dtype, quantization = parameters_of(a.dtype, b.dtype, *parameters, dtype, packed is not None)
+    out_dtype, quantization = parameters_of(a.dtype, b.dtype, a_scale, a_zero_point, b_scale, b_zero_point,
+                                            output_scale, output_zero_point, dtype, packed)  # fmt: skip
     values = {name: value for name, (_, value) in quantization.items()}
     checked = ("b_scale", "b_zero_point") if packed else ()
     if _is_plain_matrix_product(a, b, values, checked):
@@ -74,8 +74,8 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
         _write_empty_product(operands["output_zero_point"], written)
     elif written.size:
         views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
-        operator, views = compiled(QuantizedLinearMatrixMultiply, views, written, as_given=tuple(views))
-        operator.run_arrays(views if packed is None else {**views, "b": packed.packed_b}, written)
+        operator, read = compiled(QuantizedLinearMatrixMultiply, views, written, as_given=tuple(views))
+        operator.run_arrays(read if packed is None else {**read, "b": packed.packed_b}, written)
     return delivered(written, out)
 
 
@@ -107,27 +107,29 @@ def pack_matrix_multiply_b(
 
 def parameters_of(a_dtype: np.dtype, b_dtype: np.dtype, a_scale: object, a_zero_point: object,
                   b_scale: object, b_zero_point: object, output_scale: object, output_zero_point: object,
-                  dtype: object, packed: bool) -> tuple[np.dtype, Parameters]:  # fmt: skip
+                  dtype: object, packed: PackedMatrix | None) -> tuple[np.dtype, Parameters]:  # fmt: skip
     """The output's dtype and the six scales and zero points by field name, each with the axis it
     may vary along ("row", "column" or "output", for :func:`matrix_quantization`), checked by the
-    rules; a ``packed`` B's scale and zero point as they are (checked when it was packed).
+    rules; a ``packed`` B's own scale and zero point as they are (checked when it was packed).
 
     >>> u8, i8 = np.dtype(np.uint8), np.dtype(np.int8)
-    >>> out_dtype, parameters = parameters_of(u8, i8, 0.5, None, [0.5, 1], 3, 2.0, None, "int8", False)
+    >>> out_dtype, parameters = parameters_of(u8, i8, 0.5, None, [0.5, 1], 3, 2.0, None, "int8", None)
     >>> out_dtype, parameters["b_scale"], parameters["b_zero_point"]
     (dtype('int8'), ('column', array([0.5, 1. ], dtype=float32)), ('column', array(3, dtype=int8)))
     """
     out_dtype = output_dtype(output_zero_point, dtype, a_dtype, "output_zero_point", MATRIX_DATA)
-    a_scale = rules.scale(a_scale, "a_scale", F32)
-    a_zero_point = rules.zero_point(a_zero_point, "a_zero_point", a_dtype, "a", MATRIX_DATA)
-    if not packed:
-        b_scale = rules.scale(b_scale, "b_scale", F32)
-        b_zero_point = rules.zero_point(b_zero_point, "b_zero_point", b_dtype, "b", MATRIX_DATA)
+    a_scale_array = rules.scale(a_scale, "a_scale", F32)
+    a_zero_point_array = rules.zero_point(a_zero_point, "a_zero_point", a_dtype, "a", MATRIX_DATA)
+    if packed is None:
+        b_scale_array = rules.scale(b_scale, "b_scale", F32)
+        b_zero_point_array = rules.zero_point(b_zero_point, "b_zero_point", b_dtype, "b", MATRIX_DATA)
+    else:
+        b_scale_array, b_zero_point_array = packed.b_scale, packed.b_zero_point
     return out_dtype, {
-        "a_scale": ("row", a_scale),
-        "a_zero_point": ("row", a_zero_point),
-        "b_scale": ("column", b_scale),
-        "b_zero_point": ("column", b_zero_point),
+        "a_scale": ("row", a_scale_array),
+        "a_zero_point": ("row", a_zero_point_array),
+        "b_scale": ("column", b_scale_array),
+        "b_zero_point": ("column", b_zero_point_array),
         "output_scale": ("output", rules.scale(output_scale, "output_scale", F32)),
         "output_zero_point": ("output", rules.zero_point(output_zero_point, "output_zero_point", out_dtype,
                                                          "the output", MATRIX_DATA)),

@@ -27,7 +27,10 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..device import CompiledOperator
 from ..errors import DmlError
 from ..int4 import FOUR_BIT_DTYPES, Nibbles, pack_int4, unpack_int4
-from ..ops import Dequantize, ElementWiseDequantizeLinear, ElementWiseQuantizeLinear, Quantize
+from ..ops.dequantize import Dequantize
+from ..ops.dequantize_linear import ElementWiseDequantizeLinear
+from ..ops.quantize import Quantize
+from ..ops.quantize_linear import ElementWiseQuantizeLinear
 from ..tensor import TensorDesc, packed_strides
 from ..types import QuantizationType
 from . import one_step, rules
@@ -45,7 +48,7 @@ OUTPUT_TYPES = tuple(dict.fromkeys((*ELEMENT_WISE_OUTPUTS, *BLOCKWISE_INTEGERS))
 
 
 def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
-                    dtype: DTypeLike = None, axis: int | None = None, block_size: int = 0,
+                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int = 0,
                     out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``clamp(round(x / scale) + zero_point, Min, Max)`` as uint8, int8, int4 or uint4.
 
@@ -125,7 +128,7 @@ def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | No
 
 
 def _is_four_bit(value: object) -> bool:
-    return rules.is_numpy(value) and value.dtype in FOUR_BIT_DTYPES  # type: ignore[attr-defined]
+    return rules.is_numpy(value) and value.dtype in FOUR_BIT_DTYPES
 
 
 def _quantize_blockwise(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, out_dtype: np.dtype,
@@ -161,7 +164,7 @@ def _dequantize_blockwise(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarr
     if not q.size:
         return delivered(np.empty(q.shape, scale.dtype), out)
     operator, views = _compiled(Dequantize, q.dtype, scale.dtype, shape, scale.reshape(blocks), zero_point)
-    data = q.reshape(shape)
+    data: np.ndarray | Nibbles = q.reshape(shape)
     if q.dtype in FOUR_BIT_DTYPES:
         data = Nibbles(pack_int4(data), shape, packed_strides(shape), q.dtype)
     result = np.empty(shape, scale.dtype)
@@ -187,7 +190,7 @@ def _compiled(desc_type: type[Quantize] | type[Dequantize], input_dtype: np.dtyp
     if zero_point is not None:
         views["quantization_tensors[1]"] = zero_point
         tensors.append(TensorDesc(data_type(zero_point.dtype), zero_point.shape))
-    desc = desc_type(input=TensorDesc(data_type(input_dtype), shape), quantization_tensors=tensors,
+    desc = desc_type(input=TensorDesc(data_type(input_dtype), shape), quantization_tensors=tuple(tensors),
                      quantization_type=QuantizationType(len(tensors)),
                      output=TensorDesc(data_type(output_dtype), shape))  # fmt: skip
     return DEVICE.compile_operator(desc), views

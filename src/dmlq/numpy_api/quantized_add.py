@@ -6,7 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..errors import DmlError
-from ..ops import ElementWiseQuantizedLinearAdd
+from ..ops.quantized_linear_add import ElementWiseQuantizedLinearAdd
 from . import one_step, rules
 from .compiling import DEVICE, at_least_1d, delivered, run, supported_dtypes, target
 from .rules import F32, broadcast_shape, integer_data, output_dtype
@@ -19,7 +19,8 @@ QUANTIZED_ADD_DATA = supported_dtypes(ElementWiseQuantizedLinearAdd, "a")  # b's
 def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
                          b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
                          output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
-                         dtype: DTypeLike = None, out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+                         dtype: DTypeLike | None = None,
+                         out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Dequantize ``a`` and ``b``, add in float32, requantize: DirectML's QuantizedLinearAdd.
 
     ``a`` and ``b`` are uint8 or int8 (lists take their zero point's dtype, else uint8); every scale

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn, TypeGuard, cast
 
 import numpy as np
+from numpy.typing import DTypeLike, NDArray
 
 from ..errors import DmlError
 from ..int4 import FOUR_BIT_DTYPES
@@ -36,12 +37,12 @@ _FLOAT_MAX = {F32: float(np.finfo(F32).max), F16: float(np.finfo(F16).max)}
 # -- what an argument is ------------------------------------------------------------------------
 
 
-def is_numpy(value: object) -> bool:
+def is_numpy(value: object) -> TypeGuard[np.ndarray | np.generic]:
     """Whether ``value`` carries a dtype (a NumPy array or scalar), as Python numbers and lists do not."""
     return isinstance(value, (np.ndarray, np.generic))
 
 
-def is_exactly(value: object, dtype: np.dtype) -> bool:
+def is_exactly(value: object, dtype: np.dtype) -> TypeGuard[NDArray[Any]]:
     """Whether ``value`` is an ndarray of ``dtype`` in native order (a cheap test for the common case:
     NumPy's native built-in dtypes are single objects)."""
     return type(value) is np.ndarray and value.dtype is dtype
@@ -111,7 +112,7 @@ def integer_data(value: object, name: str, zero_point: object, allowed: Sequence
     """
     if type(value) is np.ndarray and value.dtype in allowed:  # the common case: nothing to convert
         return value
-    carried = native(zero_point.dtype) if is_numpy(zero_point) else None
+    carried = native(zero_point.dtype) if is_numpy(zero_point) else U8
     return data(value, name, allowed, carried if carried in allowed else U8)
 
 
@@ -217,23 +218,25 @@ def output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str
     """
     requested = None if dtype is None else _requested_dtype(dtype, allowed)
     carried = native(zero_point.dtype) if is_numpy(zero_point) else None
-    if carried in allowed:
+    if carried is not None and carried in allowed:
         if requested is not None and requested != carried:
             raise DmlError(f"dtype: {requested} disagrees with {name}'s dtype {carried}")
         return carried
-    return requested or default
+    return default if requested is None else requested
 
 
-_FOUR_BIT_NAMES = {dtype.name: dtype for dtype in FOUR_BIT_DTYPES}  # NumPy reads "int4" as int32
+# "int4" and "uint4" name ml_dtypes' types (NumPy reads "int4" as int32).
+_FOUR_BIT_NAMES: dict[str, np.dtype] = {dtype.name: dtype for dtype in FOUR_BIT_DTYPES}
 
 
 def _requested_dtype(dtype: object, allowed: Sequence[np.dtype]) -> np.dtype:
-    four_bit = isinstance(dtype, str) and dtype in _FOUR_BIT_NAMES
-    try:
-        requested = _FOUR_BIT_NAMES[dtype] if four_bit else np.dtype(dtype)
-    except TypeError:
-        requested = None
-    if requested not in allowed:
+    requested = _FOUR_BIT_NAMES.get(dtype) if isinstance(dtype, str) else None
+    if requested is None:
+        try:
+            requested = np.dtype(cast(DTypeLike, dtype))
+        except TypeError:
+            requested = None
+    if requested is None or requested not in allowed:
         raise DmlError(f"dtype: {dtype!r} is not {_or_names(allowed)}")
     return requested
 
@@ -258,7 +261,9 @@ def zero_point(value: object, name: str, dtype: np.dtype, tensor: str,
     dmlq.errors.DmlError: zero_point: dtype int64 is not a zero point dtype (uint8, int8): a NumPy zero ...
     """
     value = scalar_as_array(value, dtype)
-    if value is None or is_exactly(value, dtype):
+    if value is None:
+        return None
+    if is_exactly(value, dtype):
         return value
     array = as_array(value, name)
     if not is_numpy(value):
