@@ -4,8 +4,11 @@ the two copies of the rules had, as the call that showed it, now decided by the 
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import re
 from contextlib import nullcontext
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -228,3 +231,24 @@ def test_a_block_size_that_does_not_divide_its_axis_names_axis_and_sizes() -> No
 def test_zero_size_blockwise_arrays_give_an_empty_result(call) -> None:
     # The blockwise route described them as DirectML tensors, whose sizes are at least 1, and refused them.
     assert call().size == 0
+
+
+# -- the rules written down -------------------------------------------------------------------------
+
+DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "arguments.md"
+
+
+def test_the_rules_documents_examples_pass() -> None:
+    failures, examples = doctest.testfile(str(DOCUMENT), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert examples > 10 and failures == 0
+
+
+def test_the_rules_document_names_code_that_exists() -> None:
+    names = set(re.findall(r"`(dmlq\.numpy_api[\w.]*)`", DOCUMENT.read_text()))
+    assert len(names) > 20
+    for name in names:
+        module, _, attribute = name.rpartition(".")
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            assert hasattr(importlib.import_module(module), attribute), name

@@ -373,7 +373,8 @@ def block_shape(shape: tuple[int, ...], scale_shape: tuple[int, ...], axis: int 
         return tuple(shape[axis] if d == axis and scale_shape and scale_shape[0] != 1 else 1
                      for d in range(len(shape)))  # fmt: skip
     if shape[axis] % block_size:
-        raise DmlError(f"block_size: {block_size} does not divide axis {axis} of size {shape[axis]}")
+        raise DmlError(f"block_size: {block_size} does not divide axis {axis} of size {shape[axis]} "
+                       "(DirectML's blocks are equal)")  # fmt: skip
     expected = tuple(n // block_size if d == axis else n for d, n in enumerate(shape))
     if tuple(scale_shape) != expected:
         raise DmlError(
