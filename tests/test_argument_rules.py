@@ -4,7 +4,6 @@ the two copies of the rules had, as the call that showed it, now decided by the 
 
 from __future__ import annotations
 
-import doctest
 import importlib
 import re
 from contextlib import nullcontext
@@ -233,14 +232,9 @@ def test_zero_size_blockwise_arrays_give_an_empty_result(call) -> None:
     assert call().size == 0
 
 
-# -- the rules written down -------------------------------------------------------------------------
+# -- the rules written down (tests/test_docs.py runs the page's examples) -------------------------------
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "arguments.md"
-
-
-def test_the_rules_documents_examples_pass() -> None:
-    failures, examples = doctest.testfile(str(DOCUMENT), module_relative=False, optionflags=doctest.ELLIPSIS)
-    assert examples > 10 and failures == 0
 
 
 def test_the_rules_document_names_code_that_exists() -> None:
