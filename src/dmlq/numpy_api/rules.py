@@ -29,8 +29,6 @@ from ..tensor import MAX_DIMENSION_COUNT
 
 U8, I8 = np.dtype(np.uint8), np.dtype(np.int8)
 F32, F16, I32 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32)
-BYTE_TYPES = (U8, I8)
-FLOAT_TYPES = (F32, F16)
 _FLOAT_MAX = {F32: float(np.finfo(F32).max), F16: float(np.finfo(F16).max)}
 
 
@@ -207,14 +205,16 @@ def _raise_scale_error(name: str, given: np.ndarray, scale: np.ndarray) -> NoRet
 
 
 def output_dtype(zero_point: object, dtype: object, default: np.dtype, name: str,
-                 allowed: Sequence[np.dtype] = BYTE_TYPES) -> np.dtype:  # fmt: skip
+                 allowed: Sequence[np.dtype]) -> np.dtype:  # fmt: skip
     """The output's integer dtype: the zero point's when it is a NumPy array or scalar of one of the
     ``allowed`` dtypes (its dtype *is* the output's), else ``dtype`` (one of ``allowed``, by dtype or
     name: "int4"/"uint4" name ml_dtypes' types), else ``default``. A ``dtype`` that disagrees with
     the zero point's is refused.
 
-    >>> output_dtype(np.int8(3), None, U8, "zero_point"), output_dtype(3, "int8", U8, "zero_point")
-    (dtype('int8'), dtype('int8'))
+    >>> output_dtype(np.int8(3), None, U8, "zero_point", (U8, I8))
+    dtype('int8')
+    >>> output_dtype(3, "int8", U8, "zero_point", (U8, I8))
+    dtype('int8')
     """
     requested = None if dtype is None else _requested_dtype(dtype, allowed)
     carried = native(zero_point.dtype) if is_numpy(zero_point) else None
@@ -247,15 +247,17 @@ def _or_names(dtypes: Sequence[np.dtype]) -> str:
 
 
 def zero_point(value: object, name: str, dtype: np.dtype, tensor: str,
-               allowed: Sequence[np.dtype] = BYTE_TYPES) -> np.ndarray | None:  # fmt: skip
+               allowed: Sequence[np.dtype]) -> np.ndarray | None:  # fmt: skip
     """The zero point of ``tensor`` (``dtype``): None; a NumPy array or scalar of exactly ``dtype`` (in
     any byte order: its dtype is the tensor's); or Python ints and lists, which take ``dtype`` and
     must fit it. A NumPy zero point of any other dtype is refused, never converted: another of the
     zero point dtypes ``allowed``, or a dtype no zero point has (int16, int64, bool, ...).
 
-    >>> zero_point(3, "zero_point", I8, "the output"), zero_point(np.uint8([3]), "zero_point", U8, "q")
-    (array(3, dtype=int8), array([3], dtype=uint8))
-    >>> zero_point(np.int64(3), "zero_point", U8, "the output")
+    >>> zero_point(3, "zero_point", I8, "the output", (U8, I8))
+    array(3, dtype=int8)
+    >>> zero_point(np.uint8([3]), "zero_point", U8, "q", (U8, I8))
+    array([3], dtype=uint8)
+    >>> zero_point(np.int64(3), "zero_point", U8, "the output", (U8, I8))
     Traceback (most recent call last):
     ...
     dmlq.errors.DmlError: zero_point: dtype int64 is not a zero point dtype (uint8, int8): a NumPy zero ...
