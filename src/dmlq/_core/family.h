@@ -1,0 +1,107 @@
+/* The quantized family's kernels beside the matrix multiply: its other outputs (int32, float, a row
+ * bias before the requantization), the convolutions, dynamic quantization's range and the quantized
+ * average pooling. Their numbers are those of dmlq.reference (docs/operators.md):
+ *   - int32 outputs: the exact sum of (a - za)(b - zb), wrapped to 32 bits (two's complement);
+ *   - float outputs: float32((double)acc * ((double)as * (double)bs)), then + bias in float32, then
+ *     rounded once to float16 for a float16 output;
+ *   - requantized outputs: dmlq_requantize_one(acc + bias) (gemm.h), the bias added exactly.
+ */
+#ifndef DMLQ_FAMILY_H
+#define DMLQ_FAMILY_H
+
+#include "gemm.h"
+
+/* ---- the matrix multiply's other outputs (gemm_epilogue.c) ------------------------------------ */
+
+enum { DMLQ_EPILOGUE_REQUANTIZE = 0, DMLQ_EPILOGUE_INT32 = 1, DMLQ_EPILOGUE_FLOAT = 2 };
+
+typedef struct dmlq_gemm_epilogue {
+    int kind;
+    /* REQUANTIZE: an int32 added to every sum of row m before the requantization ([m], or NULL), and
+     * the largest |row_bias[m]| (the driver combines sums in int32 only while K * 65025 + it fits). */
+    const int32_t *row_bias;
+    int64_t row_bias_bound;
+    /* FLOAT: the output's type (DMLQ_F32 or DMLQ_F16; the problem's out, out_row and out_col are in
+     * bytes of it) and an optional bias of the output's shape (DMLQ_F32 or DMLQ_F16, read as float32):
+     * element (m, n) of batch b at bias + bias_offsets[b] + m * bias_row + n * bias_col (bytes). The
+     * problem's a_scale and b_scale scale the sums; its output scale and zero point are unused. */
+    int out_type;
+    const char *bias;
+    int bias_type;
+    const ptrdiff_t *bias_offsets;
+    ptrdiff_t bias_row, bias_col;
+} dmlq_gemm_epilogue;
+
+/* A bound on |acc + row bias| over the problem: K * 255 * 255 plus the largest bias. */
+double dmlq_gemm_sum_bound(const dmlq_gemm_problem *p);
+/* A tile's output from its int32 dot products (the driver's int32 route). */
+void dmlq_gemm_epilogue_tile(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q,
+                             void (*requantize)(const int32_t *, const gemm_tile *, const gemm_quantization *));
+/* Element (i, j) of a tile from its exact sum (the driver's int64 route). */
+void dmlq_gemm_epilogue_one(int64_t acc, const gemm_tile *tile, const gemm_quantization *q, ptrdiff_t i,
+                            ptrdiff_t j);
+
+/* ---- convolutions (conv.c) --------------------------------------------------------------------- */
+
+enum { DMLQ_CONV_DIMS = 3 }; /* spatial dimensions, as D, H, W: fewer are given as leading ones */
+
+/* A forward convolution (cross-correlation) of NC[D]H W tensors, grouped: output channel m of group
+ * g = m / (M / G) reads input channels g * Cg .. g * Cg + Cg - 1 (Cg = C / G). Padding reads as the
+ * input zero point (contributes 0). The output is int32 (CONVOLUTION_INTEGER) or requantized bytes
+ * (QUANTIZED_LINEAR_CONVOLUTION: requantize(acc + bias[m], x_scale * w_scale[m], y_scale, ...)). */
+typedef struct {
+    ptrdiff_t batches, channels, out_channels, groups;
+    ptrdiff_t in[DMLQ_CONV_DIMS], out[DMLQ_CONV_DIMS], kernel[DMLQ_CONV_DIMS];
+    ptrdiff_t stride[DMLQ_CONV_DIMS], dilation[DMLQ_CONV_DIMS], start[DMLQ_CONV_DIMS];
+    /* byte strides: x and y [N, C, D, H, W], y's spatial dimensions one run (dmlq_one_run); w [M, Cg,
+     * kD, kH, kW], whose last four dimensions are one run of w_strides[4] */
+    const char *x, *w;
+    char *y;
+    ptrdiff_t x_strides[2 + DMLQ_CONV_DIMS], w_strides[2 + DMLQ_CONV_DIMS], y_strides[2 + DMLQ_CONV_DIMS];
+    int x_signed, w_signed, y_type; /* y_type: DMLQ_I32, or DMLQ_U8 / DMLQ_I8 (requantized) */
+    int32_t x_zero_point;
+    const int32_t *w_zero_point;    /* [M] */
+    /* the requantized output's */
+    float x_scale, y_scale, y_zero_point;
+    const float *w_scale;           /* [M] */
+    const int32_t *bias;            /* [M], or NULL */
+    int reciprocal;
+} dmlq_conv_problem;
+
+/* Whether `count` dimensions (sizes, byte strides) step through memory as one run in row-major order
+ * (dimensions of size 1 step anywhere); its step in *step (0 when every size is 1). */
+int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step);
+
+/* 0, or -1 when memory runs out. */
+int dmlq_conv(const dmlq_conv_problem *p, int threads);
+
+/* ---- quantized average pooling (pooling.c) -------------------------------------------------------- */
+
+/* Per output element of channel c: s = the exact sum of (x - x_zero_point[c]) over the window's taps
+ * inside the input, count = those taps (or every tap of the window with include_padding, a padded one
+ * adding 0 to s); in float64, value = s * x_scale[c] / count, then y = clamp(nearbyint(value /
+ * y_scale[c]) + y_zero_point[c]) (value * (1 / y_scale[c]), that reciprocal in float32, with
+ * `reciprocal`), NaN giving 0; a window with no tap inside and count 0 gives y_zero_point[c]. */
+typedef struct {
+    ptrdiff_t batches, channels;
+    ptrdiff_t in[DMLQ_CONV_DIMS], out[DMLQ_CONV_DIMS], window[DMLQ_CONV_DIMS];
+    ptrdiff_t stride[DMLQ_CONV_DIMS], dilation[DMLQ_CONV_DIMS], start[DMLQ_CONV_DIMS];
+    const char *x;
+    char *y;
+    ptrdiff_t x_strides[2 + DMLQ_CONV_DIMS], y_strides[2 + DMLQ_CONV_DIMS]; /* bytes, [N, C, D, H, W] */
+    int x_signed, y_signed;
+    const float *x_scale, *y_scale;                /* [C] */
+    const int32_t *x_zero_point, *y_zero_point;    /* [C] */
+    int include_padding, reciprocal;
+} dmlq_pool_problem;
+
+void dmlq_average_pool(const dmlq_pool_problem *p, int threads);
+
+/* ---- dynamic quantization's range (dynamic_quantize.c) ------------------------------------------ */
+
+/* The smallest and largest of `count` float32 or float16 (`type`) values that are not NaN, rows of
+ * `length` values `stride` bytes apart (row r at data + offsets[r]); +inf and -inf when there are none. */
+void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
+                      ptrdiff_t stride, float *lo, float *hi, int threads);
+
+#endif

@@ -1,0 +1,138 @@
+/* The matrix multiply's outputs other than its requantized bytes (family.h): the exact sums as
+ * int32, the sums scaled to float32 or float16 (with a bias), and the requantization after an int32
+ * row bias (the quantized convolution's bias, added to the output channel's sums).
+ *
+ * A tile arrives as int32 dot products of A' and B' (gemm.h); the zero-point correction
+ *     acc = dot - zb' * rowsum(A') - za' * (colsum(B') - K * zb')
+ * is combined in wrapping 32-bit arithmetic: exact whenever the true sum fits (the driver's int32
+ * route, K <= 32768), and the true sum mod 2**32 always, which is the int32 output's definition.
+ */
+#include "family.h"
+
+double dmlq_gemm_sum_bound(const dmlq_gemm_problem *p) {
+    const dmlq_gemm_epilogue *e = p->epilogue;
+    const int biased = e && e->kind == DMLQ_EPILOGUE_REQUANTIZE && e->row_bias;
+    return (double)p->k * 65025.0 + (biased ? (double)e->row_bias_bound : 0.0);
+}
+
+/* colsum(B') - K * zb' of the tile's columns, mod 2**32. */
+static void column_terms(const gemm_tile *t, const gemm_quantization *q, uint32_t *terms) {
+    for (ptrdiff_t j = 0; j < t->columns; j++) {
+        const ptrdiff_t n = t->n0 + j;
+        terms[j] = (uint32_t)t->column_sums[n] - (uint32_t)q->k * (uint32_t)q->b_zero[n];
+    }
+}
+
+/* Row i of the tile's corrected sums, mod 2**32, into sums[columns]. */
+static void corrected_row(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q, const uint32_t *terms,
+                          ptrdiff_t i, uint32_t *restrict sums) {
+    const ptrdiff_t m = t->m0 + i;
+    const uint32_t row_sum = (uint32_t)t->row_sums[m], za = (uint32_t)q->a_zero[m];
+    const int32_t *restrict row = dot + i * t->dot_stride;
+    const int32_t *restrict zb = q->b_zero + t->n0;
+    for (ptrdiff_t j = 0; j < t->columns; j++)
+        sums[j] = (uint32_t)row[j] - (uint32_t)zb[j] * row_sum - za * terms[j];
+}
+
+/* One float output from its exact sum: float32(acc * (as * bs)) [+ bias], as out_type. */
+static float bias_at(const dmlq_gemm_epilogue *e, ptrdiff_t batch, ptrdiff_t m, ptrdiff_t n) {
+    const char *p = e->bias + e->bias_offsets[batch] + m * e->bias_row + n * e->bias_col;
+    if (e->bias_type == DMLQ_F16) {
+        uint16_t half;
+        memcpy(&half, p, 2);
+        return dmlq_half_to_float(half);
+    }
+    float value;
+    memcpy(&value, p, 4);
+    return value;
+}
+
+static void store_float(const dmlq_gemm_epilogue *e, char *out, float value) {
+    if (e->out_type == DMLQ_F16) {
+        const uint16_t half = dmlq_float_to_half(value);
+        memcpy(out, &half, 2);
+    } else {
+        memcpy(out, &value, 4);
+    }
+}
+
+static float scaled(double acc, const gemm_quantization *q, ptrdiff_t m, ptrdiff_t n) {
+    return (float)(acc * (q->a_scale[m] * q->b_scale[n]));
+}
+
+static void float_tile(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+    const dmlq_gemm_epilogue *e = q->epilogue;
+    uint32_t terms[GEMM_MAX_TILE], sums[GEMM_MAX_TILE];
+    column_terms(t, q, terms);
+    for (ptrdiff_t i = 0; i < t->rows; i++) {
+        const ptrdiff_t m = t->m0 + i;
+        corrected_row(dot, t, q, terms, i, sums);
+        char *out = t->out + i * t->out_row;
+        for (ptrdiff_t j = 0; j < t->columns; j++) {
+            float value = scaled((double)(int32_t)sums[j], q, m, t->n0 + j);
+            if (e->bias) value = value + bias_at(e, t->batch, m, t->n0 + j);
+            store_float(e, out + j * t->out_col, value);
+        }
+    }
+}
+
+static void int32_tile(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+    uint32_t terms[GEMM_MAX_TILE], sums[GEMM_MAX_TILE];
+    column_terms(t, q, terms);
+    for (ptrdiff_t i = 0; i < t->rows; i++) {
+        char *out = t->out + i * t->out_row;
+        if (t->out_col == sizeof(int32_t)) {
+            corrected_row(dot, t, q, terms, i, (uint32_t *)out); /* aligned int32 output (py_family.c) */
+            continue;
+        }
+        corrected_row(dot, t, q, terms, i, sums);
+        for (ptrdiff_t j = 0; j < t->columns; j++) memcpy(out + j * t->out_col, &sums[j], 4);
+    }
+}
+
+/* The tile's dot products plus each row's bias, if any (int32: the driver checked the sums fit), in a
+ * compact tile the kernels' requantization reads (rows of whole vectors, 64-byte aligned), which
+ * then sees no epilogue (its portable fallback would otherwise come back here). */
+static void biased_requantize(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
+                              void (*requantize)(const int32_t *, const gemm_tile *, const gemm_quantization *)) {
+    _Alignas(64) int32_t biased[GEMM_MAX_TILE];
+    gemm_tile compact = *t;
+    compact.dot_stride = (t->columns + 15) / 16 * 16;
+    for (ptrdiff_t i = 0; i < t->rows; i++) {
+        const uint32_t bias = q->epilogue->row_bias ? (uint32_t)q->epilogue->row_bias[t->m0 + i] : 0;
+        for (ptrdiff_t j = 0; j < compact.dot_stride; j++)
+            biased[i * compact.dot_stride + j] = (int32_t)((uint32_t)dot[i * t->dot_stride + j] + bias);
+    }
+    gemm_quantization plain = *q;
+    plain.epilogue = NULL;
+    requantize(biased, &compact, &plain);
+}
+
+void dmlq_gemm_epilogue_tile(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q,
+                             void (*requantize)(const int32_t *, const gemm_tile *, const gemm_quantization *)) {
+    const dmlq_gemm_epilogue *e = q->epilogue;
+    if (e->kind == DMLQ_EPILOGUE_INT32)
+        int32_tile(dot, tile, q);
+    else if (e->kind == DMLQ_EPILOGUE_FLOAT)
+        float_tile(dot, tile, q);
+    else
+        biased_requantize(dot, tile, q, requantize);
+}
+
+void dmlq_gemm_epilogue_one(int64_t acc, const gemm_tile *t, const gemm_quantization *q, ptrdiff_t i, ptrdiff_t j) {
+    const dmlq_gemm_epilogue *e = q->epilogue;
+    const ptrdiff_t m = t->m0 + i, n = t->n0 + j;
+    char *out = t->out + i * t->out_row + j * t->out_col;
+    if (e->kind == DMLQ_EPILOGUE_INT32) {
+        const uint32_t wrapped = (uint32_t)acc;
+        memcpy(out, &wrapped, 4);
+    } else if (e->kind == DMLQ_EPILOGUE_FLOAT) {
+        float value = scaled((double)acc, q, m, n);
+        if (e->bias) value = value + bias_at(e, t->batch, m, n);
+        store_float(e, out, value);
+    } else {
+        const int64_t biased = acc + (e->row_bias ? e->row_bias[m] : 0);
+        *(uint8_t *)out = dmlq_requantize_one(biased, q->a_scale[m], q->b_scale[n], q->out_divisor[m], q->reciprocal,
+                                              q->out_zero_point[m], q->lo, q->hi);
+    }
+}
