@@ -15,8 +15,7 @@
 
 enum {
     COLUMN_BYTES = 4 << 20, /* gathered columns per multiply (at least one image's) */
-    IM2COL_ROWS = 16,       /* rows of the columns claimed at a time */
-    DIRECT_CHUNK = 256      /* positions of an output row accumulated at a time */
+    IM2COL_ROWS = 16        /* rows of the columns claimed at a time */
 };
 
 static ptrdiff_t at_least_one(ptrdiff_t count) { return count > 0 ? count : 1; }
@@ -233,79 +232,340 @@ static int through_multiply(const dmlq_conv_problem *p, int threads) {
 
 /* ---- one input channel per group: directly ------------------------------------------------------ */
 
+/* Units of work: a block of output rows (the H dimension) of one channel of one image at one output
+ * depth. For each tap's depth, the block's input rows are copied once into a plane of int32 x - x_zp,
+ * zero where padding (so every tap reads inside it, and padding adds 0), its columns split by their
+ * phase modulo the stride (so a tap reads one contiguous run per output row, whatever the stride);
+ * then each output row adds tap after tap, one weight times a run of the plane, in int32: exact
+ * while the window's sums (and the bias) fit, which the requantized output checks (else the scalar
+ * int64 route below), and wrapping like the int32 output's definition otherwise. The rows are then
+ * stored (int32) or requantized by the level's kernels (dmlq_requantizer). */
+
+enum { PLANE_BYTES = 64 << 10 };
+
 typedef struct {
     const dmlq_conv_problem *p;
+    dmlq_requantizer requantizer; /* the requantized output's, int32 route */
+    int wide;                     /* the requantized output's sums may not fit int32: the scalar route */
     double divisor;
+    ptrdiff_t block_rows, blocks, plane_rows, phase_width, acc_stride;
+    const int32_t *zeros;         /* row and column sums of 0 for the requantizer's tiles */
     ptrdiff_t next;
 } direct_job;
 
-/* Output row (o0, o1) of channel m of one image, positions [first, end) of it, into acc. */
-static void accumulate_row(const dmlq_conv_problem *p, const char *plane, ptrdiff_t m, ptrdiff_t o0, ptrdiff_t o1,
-                           ptrdiff_t first, ptrdiff_t end, int64_t *acc) {
-    const ptrdiff_t taps = taps_of(p), x_col = p->x_strides[4];
-    const int32_t zx = p->x_zero_point, zw = p->w_zero_point[m];
-    const char *filter = p->w + m * p->w_strides[0];
-    for (ptrdiff_t o = first; o < end; o++) acc[o - first] = 0;
-    for (ptrdiff_t t = 0; t < taps; t++) {
-        ptrdiff_t k[DMLQ_CONV_DIMS], lo, hi;
-        tap_offsets(p, t, k);
-        const char *row = input_row(p, plane, o0, o1, k);
-        if (!row) continue;
-        inside_range(p, 2, k[2], &lo, &hi);
-        lo = lo > first ? lo : first;
-        hi = hi < end ? hi : end;
-        const char *tap = filter + t * p->w_strides[4];
-        const int64_t weight = (p->w_signed ? *(const int8_t *)tap : *(const uint8_t *)tap) - zw;
-        for (ptrdiff_t o = lo; o < hi; o++) {
-            const char *x = row + input_at(p, 2, o, k[2]) * x_col;
-            const int32_t value = p->x_signed ? *(const int8_t *)x : *(const uint8_t *)x;
-            acc[o - first] += (int64_t)(value - zx) * weight;
+enum { TAP_GROUP = 16 }; /* taps added per pass over an output row */
+
+/* acc[o] += sum over t < taps of runs[t][o] * weights[t] for o < count, mod 2**32. The vector versions
+ * run their last vector past count (up to 15 ints), which acc and the runs have room for. */
+static void add_taps_portable(int32_t *acc, const int32_t *const *runs, const int32_t *weights, int taps,
+                              ptrdiff_t count) {
+    for (int t = 0; t < taps; t++) {
+        const int32_t *run = runs[t];
+        const uint32_t weight = (uint32_t)weights[t];
+        for (ptrdiff_t o = 0; o < count; o++) acc[o] = (int32_t)((uint32_t)acc[o] + (uint32_t)run[o] * weight);
+    }
+}
+
+/* dst[u] = x[u * step] - zero for u < count (bytes of `is_signed`). */
+static void centre_run_portable(int32_t *dst, const uint8_t *x, ptrdiff_t step, int is_signed, int32_t zero,
+                                ptrdiff_t count) {
+    if (is_signed)
+        for (ptrdiff_t u = 0; u < count; u++) dst[u] = (int8_t)x[u * step] - zero;
+    else
+        for (ptrdiff_t u = 0; u < count; u++) dst[u] = x[u * step] - zero;
+}
+
+typedef struct {
+    void (*add_taps)(int32_t *acc, const int32_t *const *runs, const int32_t *weights, int taps, ptrdiff_t count);
+    void (*centre_run)(int32_t *dst, const uint8_t *x, ptrdiff_t step, int is_signed, int32_t zero, ptrdiff_t count);
+} stencil_kernels;
+
+static const stencil_kernels STENCIL_PORTABLE = {add_taps_portable, centre_run_portable};
+
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+/* 32 sums in four registers per pass over the taps, then 8 at a time. */
+static void add_taps_avx2(int32_t *acc, const int32_t *const *runs, const int32_t *weights, int taps,
+                          ptrdiff_t count) {
+    ptrdiff_t o = 0;
+    for (; o + 32 <= count; o += 32) {
+        __m256i sum[4];
+        for (int j = 0; j < 4; j++) sum[j] = _mm256_loadu_si256((const __m256i *)(acc + o + 8 * j));
+        for (int t = 0; t < taps; t++) {
+            const __m256i weight = _mm256_set1_epi32(weights[t]);
+            for (int j = 0; j < 4; j++)
+                sum[j] = _mm256_add_epi32(sum[j], _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(runs[t] + o + 8 * j)), weight));
+        }
+        for (int j = 0; j < 4; j++) _mm256_storeu_si256((__m256i *)(acc + o + 8 * j), sum[j]);
+    }
+    for (; o < count; o += 8) {
+        __m256i sum = _mm256_loadu_si256((const __m256i *)(acc + o));
+        for (int t = 0; t < taps; t++)
+            sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(runs[t] + o)),
+                                                           _mm256_set1_epi32(weights[t])));
+        _mm256_storeu_si256((__m256i *)(acc + o), sum);
+    }
+}
+
+static void centre_run_avx2(int32_t *dst, const uint8_t *x, ptrdiff_t step, int is_signed, int32_t zero,
+                            ptrdiff_t count) {
+    ptrdiff_t u = 0;
+    const __m256i zeros = _mm256_set1_epi32(zero);
+    for (; step == 1 && u + 8 <= count; u += 8) {
+        const __m128i bytes = _mm_loadl_epi64((const __m128i *)(x + u));
+        const __m256i values = is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+        _mm256_storeu_si256((__m256i *)(dst + u), _mm256_sub_epi32(values, zeros));
+    }
+    centre_run_portable(dst + u, x + u * step, step, is_signed, zero, count - u);
+}
+DMLQ_END_TARGET
+static const stencil_kernels STENCIL_AVX2 = {add_taps_avx2, centre_run_avx2};
+
+DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
+/* 64 sums in four registers per pass over the taps, then 16 at a time. */
+static void add_taps_avx512(int32_t *acc, const int32_t *const *runs, const int32_t *weights, int taps,
+                            ptrdiff_t count) {
+    ptrdiff_t o = 0;
+    for (; o + 64 <= count; o += 64) {
+        __m512i sum[4];
+        for (int j = 0; j < 4; j++) sum[j] = _mm512_loadu_si512((const void *)(acc + o + 16 * j));
+        for (int t = 0; t < taps; t++) {
+            const __m512i weight = _mm512_set1_epi32(weights[t]);
+            for (int j = 0; j < 4; j++)
+                sum[j] = _mm512_add_epi32(sum[j], _mm512_mullo_epi32(_mm512_loadu_si512((const void *)(runs[t] + o + 16 * j)), weight));
+        }
+        for (int j = 0; j < 4; j++) _mm512_storeu_si512((void *)(acc + o + 16 * j), sum[j]);
+    }
+    for (; o < count; o += 16) {
+        __m512i sum = _mm512_loadu_si512((const void *)(acc + o));
+        for (int t = 0; t < taps; t++)
+            sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(_mm512_loadu_si512((const void *)(runs[t] + o)),
+                                                           _mm512_set1_epi32(weights[t])));
+        _mm512_storeu_si512((void *)(acc + o), sum);
+    }
+}
+
+static void centre_run_avx512(int32_t *dst, const uint8_t *x, ptrdiff_t step, int is_signed, int32_t zero,
+                              ptrdiff_t count) {
+    ptrdiff_t u = 0;
+    const __m512i zeros = _mm512_set1_epi32(zero);
+    for (; step == 1 && u + 16 <= count; u += 16) {
+        const __m128i bytes = _mm_loadu_si128((const __m128i *)(x + u));
+        const __m512i values = is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+        _mm512_storeu_si512((void *)(dst + u), _mm512_sub_epi32(values, zeros));
+    }
+    centre_run_portable(dst + u, x + u * step, step, is_signed, zero, count - u);
+}
+DMLQ_END_TARGET
+static const stencil_kernels STENCIL_AVX512 = {add_taps_avx512, centre_run_avx512};
+#endif
+
+static const stencil_kernels *stencil_for_level(void) {
+#if DMLQ_X86
+    if (dmlq_level() >= DMLQ_LEVEL_AVX512) return &STENCIL_AVX512;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX2) return &STENCIL_AVX2;
+#endif
+    return &STENCIL_PORTABLE;
+}
+
+/* The plane's rows of output rows [o1, o1 + block) at input depth i0 (padded rows from o1 * s1 on),
+ * each row's columns by phase: phase f holds padded columns f, f + s2, ... (phase_width each). */
+static void fill_plane(const direct_job *job, const stencil_kernels *k, const char *channel, ptrdiff_t i0,
+                       ptrdiff_t o1, int32_t *plane) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t s2 = p->stride[2], width = job->phase_width, x_col = p->x_strides[4];
+    for (ptrdiff_t r = 0; r < job->plane_rows; r++) {
+        const ptrdiff_t i1 = o1 * p->stride[1] + r - p->start[1];
+        int32_t *row = plane + r * s2 * width;
+        if (i1 < 0 || i1 >= p->in[1]) {
+            memset(row, 0, sizeof(int32_t) * (size_t)(s2 * width));
+            continue;
+        }
+        const uint8_t *x = (const uint8_t *)channel + i0 * p->x_strides[2] + i1 * p->x_strides[3];
+        for (ptrdiff_t f = 0; f < s2; f++) {
+            int32_t *phase = row + f * width;
+            /* padded column u = f + s2 * v reads input column u - start (inside: [0, in)) */
+            const ptrdiff_t first = p->start[2] - f; /* s2 * v >= first */
+            const ptrdiff_t lo = first <= 0 ? 0 : (first + s2 - 1) / s2;
+            const ptrdiff_t last = p->in[2] - 1 + p->start[2] - f;
+            ptrdiff_t hi = last < 0 ? 0 : last / s2 + 1;
+            hi = hi < width ? hi : width;
+            const ptrdiff_t inside = hi > lo ? hi - lo : 0;
+            memset(phase, 0, sizeof(int32_t) * (size_t)width);
+            if (inside)
+                k->centre_run(phase + lo, x + (f + s2 * lo - p->start[2]) * x_col, s2 * x_col, p->x_signed,
+                              p->x_zero_point, inside);
         }
     }
 }
 
-static void store_row(const dmlq_conv_problem *p, const direct_job *job, ptrdiff_t m, const int64_t *acc,
-                      ptrdiff_t count, char *out) {
-    const ptrdiff_t y_col = p->y_strides[4];
+/* acc[row][o] += the taps at depth k0 of output rows [o1, o1 + rows) of channel m, from the plane. */
+static void add_plane(const direct_job *job, const stencil_kernels *k, const int32_t *plane, ptrdiff_t m, ptrdiff_t k0,
+                      ptrdiff_t rows, int32_t *acc) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t s2 = p->stride[2], width = job->phase_width;
+    const char *filter = p->w + m * p->w_strides[0];
+    const ptrdiff_t taps = p->kernel[1] * p->kernel[2];
+    int32_t weights[TAP_GROUP];
+    ptrdiff_t starts[TAP_GROUP]; /* each tap's run in the plane, from the block's first row */
+    const int32_t *runs[TAP_GROUP];
+    for (ptrdiff_t first = 0; first < taps; first += TAP_GROUP) {
+        const int group = (int)(taps - first < TAP_GROUP ? taps - first : TAP_GROUP);
+        for (int i = 0; i < group; i++) {
+            const ptrdiff_t k1 = (first + i) / p->kernel[2], k2 = (first + i) % p->kernel[2];
+            const char *tap = filter + (k0 * taps + first + i) * p->w_strides[4];
+            weights[i] = (p->w_signed ? *(const int8_t *)tap : *(const uint8_t *)tap) - p->w_zero_point[m];
+            const ptrdiff_t column = k2 * p->dilation[2];
+            starts[i] = (k1 * p->dilation[1] * s2 + column % s2) * width + column / s2;
+        }
+        for (ptrdiff_t r = 0; r < rows; r++) {
+            for (int i = 0; i < group; i++) runs[i] = plane + r * p->stride[1] * s2 * width + starts[i];
+            k->add_taps(acc + r * job->acc_stride, runs, weights, group, p->out[2]);
+        }
+    }
+}
+
+/* A block of rows of sums as the output: int32 (wrapped), or plus the bias, requantized by tiles of
+ * the block's rows (the requantizer's rows m * block_rows + r, all channel m's). */
+static void store_sums(const direct_job *job, ptrdiff_t m, ptrdiff_t rows, int32_t *acc, char *out) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t width = p->out[2], y_col = p->y_strides[4], y_row = p->y_strides[3], stride = job->acc_stride;
     if (p->y_type == DMLQ_I32) {
-        for (ptrdiff_t o = 0; o < count; o++) {
-            const uint32_t wrapped = (uint32_t)acc[o];
-            memcpy(out + o * y_col, &wrapped, 4);
+        for (ptrdiff_t r = 0; r < rows; r++) {
+            if (y_col == sizeof(int32_t))
+                memcpy(out + r * y_row, acc + r * stride, sizeof(int32_t) * (size_t)width);
+            else
+                for (ptrdiff_t o = 0; o < width; o++) memcpy(out + r * y_row + o * y_col, &acc[r * stride + o], 4);
         }
         return;
     }
-    const int64_t bias = p->bias ? p->bias[m] : 0;
-    const double lo = p->y_type == DMLQ_I8 ? -128.0 : 0.0, hi = p->y_type == DMLQ_I8 ? 127.0 : 255.0;
-    for (ptrdiff_t o = 0; o < count; o++)
-        *(uint8_t *)(out + o * y_col) = dmlq_requantize_one(acc[o] + bias, (double)p->x_scale, (double)p->w_scale[m],
-                                                            job->divisor, p->reciprocal, (double)p->y_zero_point, lo, hi);
+    const int32_t bias = p->bias ? p->bias[m] : 0;
+    for (ptrdiff_t i = 0; bias && i < rows * stride; i++) acc[i] += bias; /* fits: checked (job->wide) */
+    const dmlq_requantizer *r = &job->requantizer;
+    for (ptrdiff_t first = 0; first < width; first += r->columns) {
+        const ptrdiff_t columns = width - first < r->columns ? width - first : r->columns;
+        const gemm_tile tile = {m * job->block_rows, 0, rows, columns, stride, out + first * y_col, y_row, y_col,
+                                job->zeros, job->zeros, 0};
+        r->requantize(acc + first, &tile, &r->q);
+    }
 }
 
-/* Units of work: one output row of one channel of one image. */
+/* The scalar route, for requantized sums that may not fit in int32: output row (o0, o1) of channel m. */
+static void wide_row(const direct_job *job, const char *plane, ptrdiff_t m, ptrdiff_t o0, ptrdiff_t o1, char *out) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t taps = taps_of(p), x_col = p->x_strides[4];
+    const double lo = p->y_type == DMLQ_I8 ? -128.0 : 0.0, hi = p->y_type == DMLQ_I8 ? 127.0 : 255.0;
+    const char *filter = p->w + m * p->w_strides[0];
+    for (ptrdiff_t o = 0; o < p->out[2]; o++) {
+        int64_t acc = p->bias ? p->bias[m] : 0;
+        for (ptrdiff_t t = 0; t < taps; t++) {
+            ptrdiff_t k[DMLQ_CONV_DIMS], lo_o, hi_o;
+            tap_offsets(p, t, k);
+            const char *row = input_row(p, plane, o0, o1, k);
+            inside_range(p, 2, k[2], &lo_o, &hi_o);
+            if (!row || o < lo_o || o >= hi_o) continue;
+            const char *x = row + input_at(p, 2, o, k[2]) * x_col, *tap = filter + t * p->w_strides[4];
+            const int64_t value = (p->x_signed ? *(const int8_t *)x : *(const uint8_t *)x) - p->x_zero_point;
+            acc += value * ((p->w_signed ? *(const int8_t *)tap : *(const uint8_t *)tap) - p->w_zero_point[m]);
+        }
+        *(uint8_t *)(out + o * p->y_strides[4]) = dmlq_requantize_one(acc, (double)p->x_scale, (double)p->w_scale[m],
+                                                                      job->divisor, p->reciprocal,
+                                                                      (double)p->y_zero_point, lo, hi);
+    }
+}
+
+static void direct_unit(const direct_job *job, const stencil_kernels *k, ptrdiff_t unit, int32_t *plane,
+                        int32_t *acc) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t per_group = p->out_channels / p->groups, block = unit % job->blocks;
+    const ptrdiff_t o0 = unit / job->blocks % p->out[0], m = unit / (job->blocks * p->out[0]) % p->out_channels;
+    const ptrdiff_t n = unit / (job->blocks * p->out[0] * p->out_channels);
+    const ptrdiff_t o1 = block * job->block_rows, rows = p->out[1] - o1 < job->block_rows ? p->out[1] - o1 : job->block_rows;
+    const char *channel = p->x + n * p->x_strides[0] + m / per_group * p->x_strides[1];
+    char *out = p->y + n * p->y_strides[0] + m * p->y_strides[1] + o0 * p->y_strides[2] + o1 * p->y_strides[3];
+    if (job->wide) {
+        for (ptrdiff_t r = 0; r < rows; r++) wide_row(job, channel, m, o0, o1 + r, out + r * p->y_strides[3]);
+        return;
+    }
+    memset(acc, 0, sizeof(int32_t) * (size_t)(rows * job->acc_stride));
+    for (ptrdiff_t k0 = 0; k0 < p->kernel[0]; k0++) {
+        const ptrdiff_t i0 = input_at(p, 0, o0, k0);
+        if (i0 < 0 || i0 >= p->in[0]) continue;
+        fill_plane(job, k, channel, i0, o1, plane);
+        add_plane(job, k, plane, m, k0, rows, acc);
+    }
+    store_sums(job, m, rows, acc, out);
+}
+
 static void direct_task(void *context, int thread, int threads) {
     (void)thread, (void)threads;
     direct_job *job = context;
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t rows = p->out[0] * p->out[1], units = p->batches * p->out_channels * rows;
-    const ptrdiff_t per_group = p->out_channels / p->groups;
-    int64_t acc[DIRECT_CHUNK];
-    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
-        const ptrdiff_t n = unit / (p->out_channels * rows), m = unit / rows % p->out_channels, row = unit % rows;
-        const ptrdiff_t o0 = row / p->out[1], o1 = row % p->out[1];
-        const char *plane = p->x + n * p->x_strides[0] + m / per_group * p->x_strides[1];
-        char *out = p->y + n * p->y_strides[0] + m * p->y_strides[1] + o0 * p->y_strides[2] + o1 * p->y_strides[3];
-        for (ptrdiff_t first = 0; first < p->out[2]; first += DIRECT_CHUNK) {
-            const ptrdiff_t end = first + DIRECT_CHUNK < p->out[2] ? first + DIRECT_CHUNK : p->out[2];
-            accumulate_row(p, plane, m, o0, o1, first, end, acc);
-            store_row(p, job, m, acc, end - first, out + first * p->y_strides[4]);
-        }
-    }
+    const stencil_kernels *k = stencil_for_level();
+    const ptrdiff_t units = p->batches * p->out_channels * p->out[0] * job->blocks;
+    const size_t plane_bytes = sizeof(int32_t) * (size_t)(job->plane_rows * p->stride[2] * job->phase_width);
+    const size_t acc_bytes = sizeof(int32_t) * (size_t)(job->block_rows * job->acc_stride);
+    int32_t *plane = job->wide ? NULL : malloc(plane_bytes + acc_bytes + 128); /* 16 more ints to read */
+    int32_t *acc = plane ? (int32_t *)(((uintptr_t)(plane + plane_bytes / sizeof(int32_t) + 16) + 63) / 64 * 64) : NULL;
+    if (!job->wide && !plane) return; /* the caller's thread found no memory either: reported there */
+    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next))
+        direct_unit(job, k, unit, plane, acc);
+    free(plane);
+}
+
+/* The direct route's geometry: blocks of output rows whose plane takes about PLANE_BYTES. */
+static void plan_direct(direct_job *job) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t s1 = p->stride[1], s2 = p->stride[2], extent1 = (p->kernel[1] - 1) * p->dilation[1] + 1;
+    const ptrdiff_t padded_width = (p->out[2] - 1) * s2 + (p->kernel[2] - 1) * p->dilation[2] + 1;
+    job->phase_width = (padded_width + s2 - 1) / s2;
+    const ptrdiff_t row_bytes = (ptrdiff_t)sizeof(int32_t) * s2 * job->phase_width;
+    const ptrdiff_t fitting = (PLANE_BYTES / row_bytes - extent1) / s1 + 1;
+    job->block_rows = fitting < 1 ? 1 : fitting > p->out[1] ? p->out[1] : fitting;
+    job->blocks = (p->out[1] + job->block_rows - 1) / job->block_rows;
+    job->plane_rows = (job->block_rows - 1) * s1 + extent1;
+    job->acc_stride = (p->out[2] + 15) / 16 * 16;
+}
+
+/* The requantized output's vectors for the level's kernels: a row per output row of a block of each
+ * channel (m * block_rows + r), as many columns as one tile's. */
+static int prepare_requantizer(direct_job *job, int32_t *zeros) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t m = p->out_channels * job->block_rows, columns = 64;
+    float *floats = malloc(sizeof(float) * (size_t)(3 * m + columns));
+    if (!floats) return -1;
+    float *y_scale = floats, *y_zero = floats + m, *w_scale = floats + 2 * m, *x_scale = floats + 3 * m;
+    for (ptrdiff_t i = 0; i < m; i++)
+        y_scale[i] = p->y_scale, y_zero[i] = p->y_zero_point, w_scale[i] = p->w_scale[i / job->block_rows];
+    for (ptrdiff_t i = 0; i < columns; i++) x_scale[i] = p->x_scale;
+    const dmlq_gemm_epilogue bias = {DMLQ_EPILOGUE_REQUANTIZE, p->bias, largest_magnitude(p->bias, p->out_channels)};
+    const dmlq_gemm_problem problem = {.m = m, .n = columns, .k = taps_of(p), .a_scale = w_scale,
+                                       .b_scale = x_scale, .out_scale = y_scale, .a_zero_point = zeros,
+                                       .b_zero_point = zeros, .out_zero_point = y_zero, .b_signed = 1,
+                                       .out_signed = p->y_type == DMLQ_I8, .reciprocal = p->reciprocal,
+                                       .epilogue = &bias};
+    job->wide = dmlq_gemm_sum_bound(&problem) > INT32_MAX;
+    const int status = job->wide ? 0 : dmlq_requantizer_init(&job->requantizer, &problem);
+    free(floats);
+    return status;
 }
 
 static int directly(const dmlq_conv_problem *p, int threads) {
-    direct_job job = {p, p->reciprocal ? (double)(1.0f / p->y_scale) : (double)p->y_scale, 0};
-    dmlq_parallel(direct_task, &job, threads);
-    return 0;
+    direct_job job = {.p = p, .divisor = p->reciprocal ? (double)(1.0f / p->y_scale) : (double)p->y_scale};
+    plan_direct(&job);
+    const ptrdiff_t rows = p->out_channels * job.block_rows, zero_count = rows > 64 ? rows : 64;
+    int32_t *zeros = calloc((size_t)zero_count, sizeof(int32_t));
+    int status = zeros ? 0 : -1;
+    job.zeros = zeros;
+    const int requantized = p->y_type != DMLQ_I32;
+    if (!status && requantized) status = prepare_requantizer(&job, zeros);
+    if (!status) {
+        dmlq_parallel(direct_task, &job, threads);
+        if (!job.wide && job.next < p->batches * p->out_channels * p->out[0] * job.blocks) status = -1;
+    }
+    if (requantized && !job.wide && job.requantizer.memory) dmlq_requantizer_free(&job.requantizer);
+    free(zeros);
+    return status;
 }
 
 int dmlq_conv(const dmlq_conv_problem *p, int threads) {

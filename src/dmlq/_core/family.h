@@ -41,6 +41,20 @@ void dmlq_gemm_epilogue_tile(const int32_t *dot, const gemm_tile *tile, const ge
 void dmlq_gemm_epilogue_one(int64_t acc, const gemm_tile *tile, const gemm_quantization *q, ptrdiff_t i,
                             ptrdiff_t j);
 
+/* Requantization by the level's kernels of exact sums computed elsewhere (gemm.c): dmlq_gemm's per-row
+ * and per-column vectors of a problem of p->m rows and p->n columns whose sums are bounded by
+ * dmlq_gemm_sum_bound(p) (its operands and output are unused). Tiles of one to `columns` columns,
+ * their sums 64-byte aligned in rows of whole 16s, the zero points 0 (row and column sums read as 0). */
+typedef struct {
+    gemm_quantization q;
+    void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
+    int columns;
+    void *memory;
+} dmlq_requantizer;
+
+int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p); /* 0, or -1: no memory */
+void dmlq_requantizer_free(dmlq_requantizer *r);
+
 /* ---- convolutions (conv.c) --------------------------------------------------------------------- */
 
 enum { DMLQ_CONV_DIMS = 3 }; /* spatial dimensions, as D, H, W: fewer are given as leading ones */

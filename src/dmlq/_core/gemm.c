@@ -811,6 +811,30 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     return status;
 }
 
+/* ---- sums computed elsewhere ------------------------------------------------------------------- */
+
+int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
+    gemm_context c = {.p = p, .kernels = kernels_for_level()};
+    c.m_panels = (p->m + c.kernels->mr - 1) / c.kernels->mr;
+    c.n_panels = (p->n + c.kernels->nr - 1) / c.kernels->nr;
+    double *doubles;
+    float *floats;
+    int32_t *zeros;
+    layout l = {NULL, 0};
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros);
+    l.base = r->memory = allocate(l.used);
+    if (!r->memory) return -1;
+    l.used = 0;
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros);
+    fill_quantization(&c, doubles, floats, zeros);
+    r->q = c.q;
+    r->requantize = c.kernels->requantize;
+    r->columns = c.kernels->nr;
+    return 0;
+}
+
+void dmlq_requantizer_free(dmlq_requantizer *r) { release(r->memory); }
+
 /* ---- B packed beforehand ---------------------------------------------------------------------- */
 
 typedef struct {
