@@ -8,7 +8,7 @@ batch 1 and 8; MatMulInteger on BERT-base's shapes ([8 x 128, 768] x [768, 768] 
 DynamicQuantizeLinear of BERT's activations ([8 x 128, 768] and [8 x 128, 3072] float32).
 
 Both sides get their weights once, before timing: onnxruntime as initializers (which it prepacks at
-session creation), dmlq as a pack_b packing (MatMulInteger) or the filter array (convolutions). Both
+session creation), dmlq as a pack_b packing (MatMulInteger) or a pack_convolution_filter packing. Both
 allocate their outputs on every call. Scales are powers of two, so that onnxruntime's float32
 requantization is exact and both outputs must be equal (verified on the warm-up results).
 
@@ -90,14 +90,29 @@ def convolution_case(name, x_shape, w_shape, stride, pad, groups, batch) -> Case
     window = ((stride, stride), (1, 1), (pad, pad), (pad, pad))
 
     def dmlq(threads):
+        _core.set_num_threads(threads)
+        packed = _core.pack_convolution_filter(w, groups)  # once, as onnxruntime prepacks its initializer
+
         def run():
             out = np.empty(out_shape, np.uint8)
             _core.convolution(
-                x, x_scale, x_zero, w, w_scale, w_zero, bias, y_scale, y_zero, out, *window, groups, False
+                x,
+                x_scale,
+                x_zero,
+                packed,
+                w_scale,
+                w_zero,
+                bias,
+                y_scale,
+                y_zero,
+                out,
+                *window,
+                groups,
+                False,
             )
             return out
 
-        return dmlq_call(threads, run)
+        return run
 
     def onnxruntime(threads):
         node = helper.make_node(

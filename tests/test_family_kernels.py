@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dmlq import _core
-from dmlq.kernels import dynamic_quantization_parameters, dynamic_quantize_linear
+from dmlq.kernels import dynamic_quantize_linear
 
 BYTES = (np.uint8, np.int8)
 
@@ -237,6 +237,8 @@ GEOMETRIES = [
     ((1, 3, 23, 19), (13, 3, 7, 7), (2, 2), (1, 1), (3, 3), (3, 3), 1),  # a stem
     ((1, 10, 6, 6), (7, 10, 3, 3), (1, 1), (1, 1), (4, 0), (0, 5), 1),  # all padding rows
     ((1, 2, 3, 3), (3, 2, 3, 3), (1, 1), (3, 3), (3, 3), (3, 3), 1),  # windows wholly in padding
+    ((1, 5, 30, 22), (3, 5, 5, 5), (1, 1), (4, 5), (0, 0), (0, 0), 1),  # 16 positions span 8 output rows
+    ((2, 9, 17, 40), (18, 3, 3, 3), (2, 3), (1, 2), (1, 2), (2, 1), 3),  # strides 2 and 3, groups
 ]
 
 
@@ -403,6 +405,50 @@ def test_convolution_layouts(level, rng):
     _core.convolution(x, None, x_zero, w, None, w_zero, None, None, None, out, *geometry[2:], False)
     np.testing.assert_array_equal(out, wrapped(sums))
     assert not holder[:, 1::2].any()
+
+
+@pytest.mark.parametrize(
+    "geometry", [GEOMETRIES[1], GEOMETRIES[3], GEOMETRIES[8], GEOMETRIES[11], GEOMETRIES[-1]]
+)
+def test_convolution_with_a_filter_packed_once(level, rng, geometry):
+    """A pack_convolution_filter capsule gives the filter's bits, at the level it was packed for and at
+    the detected one (where another level's packing stands for the filter it copied)."""
+    x, w = random_bytes(rng, geometry[0], np.uint8), random_bytes(rng, geometry[1], np.int8)
+    window, groups = geometry[2:6], geometry[6]
+    x_zero, w_zero, bias = array(7, np.uint8), array(-3, np.int8), np.arange(geometry[1][0], dtype=np.int32)
+    sums = convolution_sums(x, x_zero, w, w_zero, *window, groups)
+    packed = _core.pack_convolution_filter(w, groups)
+    w[...] = 0  # the capsule holds its own copy
+    scales = (array(0.25, np.float32), np.full(geometry[1][0], 0.5, np.float32), array(3.0, np.float32))
+    expected = requantized(sums + per_channel(bias, x.ndim), 0.125, 3.0, 0, np.int8)
+    for current in (level, _core.detected_level()):
+        _core.set_level(current)
+        out = np.empty(sums.shape, np.int32)
+        _core.convolution(
+            x, None, x_zero, packed, None, w_zero, None, None, None, out, *window, groups, False
+        )
+        np.testing.assert_array_equal(out, wrapped(sums))
+        out = np.empty(sums.shape, np.int8)
+        _core.convolution(
+            x,
+            scales[0],
+            x_zero,
+            packed,
+            scales[1],
+            w_zero,
+            bias,
+            scales[2],
+            None,
+            out,
+            *window,
+            groups,
+            False,
+        )
+        np.testing.assert_array_equal(out, expected)
+    with pytest.raises(ValueError, match="group_count"):
+        _core.convolution(
+            x, None, None, packed, None, None, None, None, None, out, *window, groups + 1, False
+        )
 
 
 def test_convolution_rejects_inconsistent_arguments():
@@ -611,13 +657,41 @@ def test_dynamic_quantize_linear_matches_onnx_reference(level, rng):
         assert got_scale.tobytes() == scale.tobytes() and got_zero == zero_point
 
 
-def test_dynamic_quantization_parameters_int8_and_empty_ranges():
-    scale, zero = dynamic_quantization_parameters(-1.0, 3.0, np.dtype(np.int8))
-    assert scale == np.float32(4) / np.float32(255) and zero == np.rint(
-        np.float32(-128) + np.float32(1) / scale
-    )
-    assert dynamic_quantization_parameters(np.inf, -np.inf, np.dtype(np.uint8)) == (np.float32(1) / 255, 0)
-    assert dynamic_quantization_parameters(-np.inf, np.inf, np.dtype(np.int8))[1] == 0  # NaN saturates to 0
+def dynamic_parameters(lo: float, hi: float, dtype) -> tuple[np.float32, int]:
+    """ONNX's scale and zero point (onnx.reference's DynamicQuantizeLinear) in float32, saturated."""
+    info = np.iinfo(dtype)
+    rmin, rmax = np.float32(min(0.0, lo)), np.float32(max(0.0, hi))
+    with np.errstate(all="ignore"):
+        scale = (np.float32(1) if rmax == rmin else rmax - rmin) / np.float32(info.max - info.min)
+        zero = np.rint(np.float32(info.min) - rmin / scale)
+    return scale, 0 if np.isnan(zero) else int(np.clip(zero, info.min, info.max))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0],
+        [1.0, 2.0],
+        [-1.0, -2.0],
+        [-1.0, 3.0],
+        [-3.0, 2.0],
+        [np.nan],
+        [1e-40, -1e-38],
+        [np.inf, -1.0],
+        [-np.inf, 1.0],
+        [-np.inf, np.inf],
+        [3.4e38, -3.4e38],
+        [-0.0, np.nan, 5.5],
+    ],
+)
+def test_dynamic_quantization_parameters(values, dtype):
+    x = np.float32(values)
+    finite = x[~np.isnan(x)]
+    lo, hi = (finite.min(), finite.max()) if finite.size else (np.inf, -np.inf)
+    scale, zero = _core.dynamic_quantization(x, dtype == np.int8)
+    expected_scale, expected_zero = dynamic_parameters(lo, hi, dtype)
+    assert np.float32(scale).tobytes() == expected_scale.tobytes() and zero == expected_zero
 
 
 # ---- onnxruntime CPU, where it is exact --------------------------------------------------------------------

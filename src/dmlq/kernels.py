@@ -30,7 +30,6 @@ from .ops import (
     QuantizedLinearMatrixMultiply,
 )
 from .packed import PackedB
-from .reference.saturate import integer_range, saturate
 
 Views = Mapping[str, "np.ndarray | None"]
 
@@ -259,33 +258,18 @@ def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -
     out[...] = reference.dequantize(_values(q), scale, zero_point, out.dtype)
 
 
-def dynamic_quantization_parameters(lo: float, hi: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """DYNAMIC_QUANTIZE_LINEAR's scale and zero point (0-d arrays: float32, ``dtype``) from the range
-    of the input's values that are not NaN (``lo > hi`` when there are none).
-
-    ONNX's definition (onnx.reference's DynamicQuantizeLinear, and onnxruntime's
-    ``GetQuantizationParameter``, onnxruntime/core/util/qmath.h@c4780e65), in float32: the range
-    widened to include 0, ``scale = (rmax - rmin) / (qmax - qmin)`` (1 / (qmax - qmin) when
-    ``rmax == rmin``, as onnx.reference; onnxruntime's CPU kernel takes 1.0), ``zero point =
-    round_half_even(qmin - rmin / scale)``, saturated (NaN gives 0).
-
-    >>> dynamic_quantization_parameters(-3.0, 2.0, np.dtype(np.uint8))
-    (array(0.01960784, dtype=float32), array(153, dtype=uint8))
-    """
-    low, high = integer_range(dtype)
-    rmin, rmax = np.float32(min(0.0, lo)), np.float32(max(0.0, hi))
-    span = np.float32(1.0) if rmax == rmin else rmax - rmin
-    with np.errstate(all="ignore"):
-        scale = span / np.float32(high - low)
-        zero_point = np.rint(np.float32(low) - rmin / scale)
-    return np.asarray(scale), saturate(np.asarray(zero_point), dtype)
-
-
 def dynamic_quantize_linear(x: np.ndarray, out: np.ndarray,
                             reciprocal_division: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Quantize ``x`` (float32 or float16) into ``out`` (uint8 or int8) with the scale and zero point
-    its range gives (:func:`dynamic_quantization_parameters`), which are returned: one pass of the
-    compiled kernels for the range, one for the quantization.
+    """DYNAMIC_QUANTIZE_LINEAR: quantize ``x`` (float32 or float16) into ``out`` (uint8 or int8) with
+    the scale and zero point its range gives, which are returned (0-d arrays: float32, ``out``'s type).
+
+    ONNX's definition (onnx.reference's DynamicQuantizeLinear, and onnxruntime's
+    ``GetQuantizationParameter``, onnxruntime/core/util/qmath.h@c4780e65), in float32: the range of the
+    values that are not NaN, widened to include 0; ``scale = (rmax - rmin) / (qmax - qmin)``
+    (``1 / (qmax - qmin)`` when ``rmax == rmin``, as onnx.reference; onnxruntime's CPU kernel takes
+    1.0); ``zero point = round_half_even(qmin - rmin / scale)``, saturated (NaN gives 0). Then the
+    quantize kernel. One pass of the compiled kernels for the range and the parameters
+    (``_core.dynamic_quantization``), one for the quantization.
 
     >>> out = np.empty(6, np.uint8)
     >>> dynamic_quantize_linear(np.float32([0, 2, -3, -2.5, 1.34, 0.5]), out, False)
@@ -293,7 +277,8 @@ def dynamic_quantize_linear(x: np.ndarray, out: np.ndarray,
     >>> out
     array([153, 255,   0,  26, 221, 179], dtype=uint8)
     """
-    scale, zero_point = dynamic_quantization_parameters(*_core.value_range(_readable(x)), out.dtype)
+    scale, zero_point = _core.dynamic_quantization(_readable(x), out.dtype == np.int8)
+    scale, zero_point = np.array(scale, np.float32), np.array(zero_point, out.dtype)
     _call(_core.quantize, (x, scale, zero_point), out, reciprocal_division)
     return scale, zero_point
 

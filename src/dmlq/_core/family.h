@@ -55,9 +55,26 @@ typedef struct {
 int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p); /* 0, or -1: no memory */
 void dmlq_requantizer_free(dmlq_requantizer *r);
 
+/* The multiply's packing workspace, kept from call to call (fresh pages cost a fault each), for other
+ * kernels' buffers: `bytes` 64-byte aligned bytes (NULL when memory runs out), and giving them back. */
+void *dmlq_gemm_workspace_take(size_t bytes, int *kept);
+void dmlq_gemm_workspace_give(void *memory, int kept);
+
 /* ---- convolutions (conv.c) --------------------------------------------------------------------- */
 
 enum { DMLQ_CONV_DIMS = 3 }; /* spatial dimensions, as D, H, W: fewer are given as leading ones */
+
+/* A filter packed for the implicit multiply (conv_implicit.c): A' rows of every group, the taps and
+ * channels in (tap, c) order, 4 channels to a group of k (zero beyond Cg), xor 0x80 for int8 w, each
+ * group's rows padded to whole panels of the kernel set's MR; and their row sums. */
+typedef struct dmlq_conv_filter {
+    const void *kernels; /* the kernel set it was packed for */
+    ptrdiff_t out_channels, channels, groups, kernel[DMLQ_CONV_DIMS]; /* channels: per group */
+    int w_signed;
+    ptrdiff_t m_panels, lda; /* per group; bytes from one row to the next */
+    uint8_t *a;
+    int32_t *row_sums;       /* [out_channels] */
+} dmlq_conv_filter;
 
 /* A forward convolution (cross-correlation) of NC[D]H W tensors, grouped: output channel m of group
  * g = m / (M / G) reads input channels g * Cg .. g * Cg + Cg - 1 (Cg = C / G). Padding reads as the
@@ -80,6 +97,7 @@ typedef struct {
     const float *w_scale;           /* [M] */
     const int32_t *bias;            /* [M], or NULL */
     int reciprocal;
+    const dmlq_conv_filter *packed; /* w packed beforehand, or NULL (w is read in any case by other routes) */
 } dmlq_conv_problem;
 
 /* Whether `count` dimensions (sizes, byte strides) step through memory as one run in row-major order
@@ -88,6 +106,14 @@ int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, pt
 
 /* 0, or -1 when memory runs out. */
 int dmlq_conv(const dmlq_conv_problem *p, int threads);
+/* The implicit multiply on the VNNI kernel set (conv_implicit.c): whether it takes the problem (2-D,
+ * Cg > 1, sums within int32, the VNNI level), and running it (0, or -1 when memory runs out). */
+int dmlq_conv_implicit_fits(const dmlq_conv_problem *p);
+int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads);
+/* Packs p's filter (its w, shapes and groups) for the current level's implicit multiply: 0, 1 when the
+ * level has none (f is then empty), -1 when memory runs out. Freed by dmlq_conv_free_filter. */
+int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p);
+void dmlq_conv_free_filter(dmlq_conv_filter *f);
 
 /* ---- quantized average pooling (pooling.c) -------------------------------------------------------- */
 

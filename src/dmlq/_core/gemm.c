@@ -811,6 +811,10 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     return status;
 }
 
+void *dmlq_gemm_workspace_take(size_t bytes, int *kept) { return workspace_take(bytes, kept); }
+
+void dmlq_gemm_workspace_give(void *memory, int kept) { workspace_give(memory, kept); }
+
 /* ---- sums computed elsewhere ------------------------------------------------------------------- */
 
 int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {

@@ -193,6 +193,23 @@ static int window_attributes(PyObject *const *objects, int dims, ptrdiff_t *stri
 
 /* ---- convolution ----------------------------------------------------------------------------------- */
 
+#define FILTER_CAPSULE "dmlq._core.convolution_filter"
+
+/* A filter packed once (pack_convolution_filter): a C-ordered copy of w, its group count, and its packing
+ * for the level current when it was packed (empty where that level has no implicit multiply). */
+typedef struct {
+    PyArrayObject *w;
+    Py_ssize_t groups;
+    dmlq_conv_filter packed;
+} packed_filter;
+
+static void free_packed_filter(PyObject *capsule) {
+    packed_filter *filter = PyCapsule_GetPointer(capsule, FILTER_CAPSULE);
+    dmlq_conv_free_filter(&filter->packed);
+    Py_XDECREF(filter->w);
+    PyMem_RawFree(filter);
+}
+
 enum { CX = 0, CX_SCALE, CX_ZERO, CW, CW_SCALE, CW_ZERO, CBIAS, CY_SCALE, CY_ZERO, COUT, CONV_ARRAYS };
 
 static const char *const CONV_NAMES[CONV_ARRAYS] = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point",
@@ -229,6 +246,44 @@ static int convolution_parameters(dmlq_conv_problem *p, PyObject *const *objects
     return 0;
 }
 
+static PyObject *pack_convolution_filter(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *object;
+    Py_ssize_t groups;
+    if (!PyArg_ParseTuple(args, "On", &object, &groups)) return NULL;
+    PyArrayObject *given = dmlq_py_as_array(object, "w", 0);
+    if (!given) return NULL;
+    const int ndim = PyArray_NDIM(given);
+    if (ndim < 3 || ndim > 2 + DMLQ_CONV_DIMS || !is_byte_type(dmlq_py_type_of(given)) || groups < 1 ||
+        PyArray_DIM(given, 0) % groups) {
+        PyErr_SetString(PyExc_ValueError, "pack_convolution_filter: w is a uint8 or int8 [M, C / group_count, kernel...] "
+                                          "array (1 to 3 kernel dimensions), M a multiple of group_count");
+        return NULL;
+    }
+    packed_filter *filter = PyMem_RawCalloc(1, sizeof *filter);
+    if (!filter) return PyErr_NoMemory();
+    filter->groups = groups;
+    filter->w = (PyArrayObject *)PyArray_NewCopy(given, NPY_CORDER);
+    ptrdiff_t sizes[2 + DMLQ_CONV_DIMS];
+    dmlq_conv_problem p = {.groups = groups, .w_signed = dmlq_py_is_signed_byte(given)};
+    int status = filter->w ? 0 : -1;
+    if (!status) {
+        padded_shape(filter->w, sizes, p.w_strides);
+        p.out_channels = sizes[0], p.channels = sizes[1] * groups, p.w = PyArray_BYTES(filter->w);
+        for (int d = 0; d < DMLQ_CONV_DIMS; d++) p.kernel[d] = sizes[2 + d];
+        p.w_strides[4] = 1; /* a C-ordered copy: its rows are one run of bytes */
+        status = dmlq_conv_pack_filter(&filter->packed, &p) < 0 ? -1 : 0;
+        if (status) PyErr_NoMemory();
+    }
+    PyObject *capsule = status ? NULL : PyCapsule_New(filter, FILTER_CAPSULE, free_packed_filter);
+    if (!capsule) {
+        dmlq_conv_free_filter(&filter->packed);
+        Py_XDECREF(filter->w);
+        PyMem_RawFree(filter);
+    }
+    return capsule;
+}
+
 static PyObject *convolution(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *objects[CONV_ARRAYS], *window[4];
@@ -238,11 +293,18 @@ static PyObject *convolution(PyObject *self, PyObject *args) {
                           &objects[5], &objects[6], &objects[7], &objects[8], &objects[9], &window[0], &window[1],
                           &window[2], &window[3], &groups, &reciprocal))
         return NULL;
+    const packed_filter *filter = PyCapsule_IsValid(objects[CW], FILTER_CAPSULE)
+                                      ? PyCapsule_GetPointer(objects[CW], FILTER_CAPSULE) : NULL;
+    if (filter && filter->groups != groups) {
+        PyErr_SetString(PyExc_ValueError, "convolution: w was packed for another group_count");
+        return NULL;
+    }
     PyArrayObject *x = dmlq_py_as_array(objects[CX], "x", 0), *w = NULL, *out = NULL;
-    if (x) w = dmlq_py_as_array(objects[CW], "w", 0);
+    if (x) w = filter ? filter->w : dmlq_py_as_array(objects[CW], "w", 0);
     if (w) out = dmlq_py_as_array(objects[COUT], "out", 0);
     if (!out || dmlq_py_check_output(out) < 0) return NULL;
-    dmlq_conv_problem p = {.groups = groups, .y_type = dmlq_py_type_of(out), .reciprocal = reciprocal};
+    dmlq_conv_problem p = {.groups = groups, .y_type = dmlq_py_type_of(out), .reciprocal = reciprocal,
+                           .packed = filter ? &filter->packed : NULL};
     if (p.y_type != DMLQ_I32 && !is_byte_type(p.y_type)) {
         PyErr_SetString(PyExc_ValueError, "convolution: out must be int32, uint8 or int8");
         return NULL;
@@ -329,10 +391,11 @@ static PyObject *average_pool(PyObject *self, PyObject *args) {
 
 /* ---- dynamic quantization's range ----------------------------------------------------------------- */
 
-static PyObject *value_range(PyObject *self, PyObject *arg) {
-    (void)self;
+/* The smallest and largest values of x that are not NaN (+inf and -inf when there are none): 0, or -1
+ * with an exception set. */
+static int range_of(PyObject *arg, float *lo, float *hi) {
     PyArrayObject *x = dmlq_py_as_array(arg, "x", 0);
-    if (!x) return NULL;
+    if (!x) return -1;
     const int type = dmlq_py_type_of(x), ndim = PyArray_NDIM(x);
     if (!is_float_type(type)) {
         PyErr_SetString(PyExc_ValueError, "value_range: x must be float32 or float16");
@@ -342,7 +405,10 @@ static PyObject *value_range(PyObject *self, PyObject *arg) {
     const ptrdiff_t length = contiguous ? PyArray_SIZE(x) : PyArray_DIM(x, ndim - 1);
     const ptrdiff_t rows = contiguous || !length ? 1 : PyArray_SIZE(x) / length;
     ptrdiff_t *offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)rows);
-    if (!offsets) return PyErr_NoMemory();
+    if (!offsets) {
+        PyErr_NoMemory();
+        return -1;
+    }
     ptrdiff_t index[DMLQ_MAX_DIMS] = {0};
     for (ptrdiff_t r = 0; r < rows; r++) { /* row-major over the dimensions before the last */
         ptrdiff_t offset = 0;
@@ -351,13 +417,35 @@ static PyObject *value_range(PyObject *self, PyObject *arg) {
         for (int d = ndim - 2; d >= 0 && !contiguous && ++index[d] == PyArray_DIM(x, d); d--) index[d] = 0;
     }
     const ptrdiff_t stride = contiguous ? PyArray_ITEMSIZE(x) : PyArray_STRIDE(x, ndim - 1);
-    float lo, hi;
     const int threads = dmlq_num_threads();
     Py_BEGIN_ALLOW_THREADS
-    dmlq_value_range(PyArray_BYTES(x), type, offsets, rows, length, stride, &lo, &hi, threads);
+    dmlq_value_range(PyArray_BYTES(x), type, offsets, rows, length, stride, lo, hi, threads);
     Py_END_ALLOW_THREADS
     PyMem_Free(offsets);
+    return 0;
+}
+
+static PyObject *value_range(PyObject *self, PyObject *arg) {
+    (void)self;
+    float lo, hi;
+    if (range_of(arg, &lo, &hi) < 0) return NULL;
     return Py_BuildValue("dd", (double)lo, (double)hi);
+}
+
+/* DYNAMIC_QUANTIZE_LINEAR's scale and zero point from the range, in float32 as ONNX defines them (see
+ * dmlq.kernels.dynamic_quantization_parameters, their Python statement). */
+static PyObject *dynamic_quantization(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    int is_signed;
+    float lo, hi;
+    if (!PyArg_ParseTuple(args, "Op", &x, &is_signed) || range_of(x, &lo, &hi) < 0) return NULL;
+    const float qmin = is_signed ? -128.0f : 0.0f, qmax = is_signed ? 127.0f : 255.0f;
+    const float rmin = lo < 0.0f ? lo : 0.0f, rmax = hi > 0.0f ? hi : 0.0f; /* +inf, -inf: 0, 0 */
+    const float scale = (rmax == rmin ? 1.0f : rmax - rmin) / (qmax - qmin);
+    const float zero = nearbyintf(qmin - rmin / scale);
+    const float saturated = zero != zero ? 0.0f : zero < qmin ? qmin : zero > qmax ? qmax : zero;
+    return Py_BuildValue("di", (double)scale, (int)saturated);
 }
 
 static PyMethodDef family_methods[] = {
@@ -375,12 +463,15 @@ static PyMethodDef family_methods[] = {
      "convolution(x, x_scale, x_zero_point, w, w_scale, w_zero_point, bias, y_scale, y_zero_point, out, strides, "
      "dilations, start_padding, end_padding, group_count, reciprocal_division): the forward convolution "
      "(cross-correlation) of x [N, C, spatial...] (1 to 3 spatial dimensions) with w [M, C / group_count, "
-     "kernel...], both uint8 or int8, padding read as x_zero_point. An int32 out [N, M, spatial...] gets the exact "
+     "kernel...] (or a pack_convolution_filter capsule), both uint8 or int8, padding read as x_zero_point. An int32 out [N, M, spatial...] gets the exact "
      "sums wrapped to int32 (CONVOLUTION_INTEGER; the scales, bias and y's parameters None); a uint8/int8 out gets "
      "requantize(acc + bias[m], x_scale * w_scale[m], y_scale, y_zero_point) (QUANTIZED_LINEAR_CONVOLUTION). "
      "x_scale, y_scale, x_zero_point, y_zero_point: one element; w_scale, w_zero_point, bias (int32): one or M. "
      "The window attributes are sequences of one integer per spatial dimension; out's spatial sizes are the "
      "caller's (positions beyond the padding read as padding)."},
+    {"pack_convolution_filter", pack_convolution_filter, METH_VARARGS,
+     "pack_convolution_filter(w, group_count): a capsule of the filter w (a copy) packed once for the current level's "
+     "convolution kernels, which convolution takes as its w (for that group count)."},
     {"average_pool", average_pool, METH_VARARGS,
      "average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, out, window, strides, dilations, "
      "start_padding, end_padding, include_padding, reciprocal_division): QUANTIZED_LINEAR_AVERAGE_POOLING of x "
@@ -388,6 +479,10 @@ static PyMethodDef family_methods[] = {
      "of x - x_zero_point over the window's taps inside x, divided (float64) by their count, or by the whole window's "
      "with include_padding, then requantized; no tap inside and a count of 0 give y_zero_point. Scales float32 and "
      "zero points of one or C elements; out's spatial sizes are the caller's."},
+    {"dynamic_quantization", dynamic_quantization, METH_VARARGS,
+     "dynamic_quantization(x, is_signed): DYNAMIC_QUANTIZE_LINEAR's (scale, zero_point) for the float32 or float16 "
+     "array x and an int8 (is_signed) or uint8 output, as Python numbers: ONNX's float32 arithmetic on the range of "
+     "x's values that are not NaN, widened to include 0 (scale 1 / (qmax - qmin) when it is empty or all 0)."},
     {"value_range", value_range, METH_O,
      "value_range(x): (min, max) of the float32 or float16 array x's elements that are not NaN, as Python floats; "
      "(inf, -inf) when there are none."},
