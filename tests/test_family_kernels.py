@@ -158,10 +158,11 @@ def to_float(acc, a_scale, b_scale, bias, dtype) -> np.ndarray:
     scale = np.asarray(a_scale, np.float32).astype(np.float64) * np.asarray(b_scale, np.float32).astype(
         np.float64
     )
-    value = (np.asarray(acc, np.int64).astype(np.float64) * scale).astype(np.float32)
-    if bias is not None:
-        value = value + bias.astype(np.float32)
-    return value.astype(dtype)
+    with np.errstate(all="ignore"):  # infinities and NaN from scales of inf and NaN, float16 overflow
+        value = (np.asarray(acc, np.int64).astype(np.float64) * scale).astype(np.float32)
+        if bias is not None:
+            value = value + bias.astype(np.float32)
+        return value.astype(dtype)
 
 
 @pytest.mark.parametrize("out_type", [np.float32, np.float16])
@@ -183,6 +184,24 @@ def test_matmul_integer_to_float(level, rng, out_type, bias_type, types):
         out.view(np.uint16 if out_type == np.float16 else np.uint32),
         expected.view(np.uint16 if out_type == np.float16 else np.uint32),
     )
+
+
+@pytest.mark.parametrize("out_type", [np.float32, np.float16])
+def test_matmul_integer_to_float_bias_layouts_and_nonfinite_scales(level, rng, out_type):
+    a, za, b, zb = matmul_operands(rng, np.int8, np.uint8, (3,), 21, 70, 50, True, False)
+    a_scale = (rng.random((1, 21, 1)) * 2.0**-7).astype(np.float32)
+    b_scale = (rng.random((1, 1, 50)) * 2.0**-7).astype(np.float32)
+    b_scale[0, 0, :4] = [np.inf, np.nan, 0.0, 1e30]  # NaN and inf outputs, and overflowing float16
+    sums = np.matmul(centred(a, za), centred(b, zb))
+    for bias in (
+        rng.standard_normal((3, 21, 50)).astype(np.float16),  # every element its own
+        np.broadcast_to(rng.standard_normal((3, 21, 1)).astype(np.float32), (3, 21, 50)),  # one per row
+        np.asfortranarray(rng.standard_normal((3, 21, 50)).astype(np.float32)),  # strided columns
+    ):
+        out = np.empty((3, 21, 50), out_type)
+        _core.matmul_integer_to_float(a, a_scale, za, b, b_scale, zb, bias, out)
+        expected = to_float(sums, a_scale, b_scale, bias, out_type)
+        np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), expected.view(f"u{out.itemsize}"))
 
 
 def test_matmul_integer_to_float_long_k_and_nonfinite_scales(level, rng):

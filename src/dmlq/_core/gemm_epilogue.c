@@ -60,8 +60,71 @@ static float scaled(double acc, const gemm_quantization *q, ptrdiff_t m, ptrdiff
     return (float)(acc * (q->a_scale[m] * q->b_scale[n]));
 }
 
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
+/* 16 values of a bias row (float32 or float16, elements `step` bytes apart: its own size, or 0). */
+static inline __m512 bias_vector(const dmlq_gemm_epilogue *e, const char *at, ptrdiff_t step, __mmask16 mask) {
+    if (step == 0) return _mm512_set1_ps(e->bias_type == DMLQ_F16 ? dmlq_half_to_float(*(const uint16_t *)at)
+                                                                  : *(const float *)at);
+    return e->bias_type == DMLQ_F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, at))
+                                    : _mm512_maskz_loadu_ps(mask, at);
+}
+
+/* float_tile for contiguous outputs (and a bias contiguous or broadcast along the row), 16 columns a
+ * vector: the same float64 product rounded once to float32, float32 bias, float16 by vcvtps2ph (round to
+ * nearest even, as NumPy; the NaNs arithmetic makes are quiet, whose payloads both keep alike). */
+static void float_tile_avx512(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+    const dmlq_gemm_epilogue *e = q->epilogue;
+    const int blocks = (int)((t->columns + 15) / 16), half = e->out_type == DMLQ_F16;
+    __m512i terms[GEMM_NR / 16 * 2], zb[GEMM_NR / 16 * 2];
+    __m512d bs[GEMM_NR / 16 * 2][2];
+    __mmask16 masks[GEMM_NR / 16 * 2];
+    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
+    for (int j = 0; j < blocks; j++) {
+        const ptrdiff_t n = t->n0 + 16 * j, left = t->columns - 16 * j;
+        masks[j] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        zb[j] = _mm512_maskz_loadu_epi32(masks[j], q->b_zero + n);
+        terms[j] = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(masks[j], t->column_sums + n), _mm512_mullo_epi32(k, zb[j]));
+        bs[j][0] = _mm512_maskz_loadu_pd((__mmask8)masks[j], q->b_scale + n);
+        bs[j][1] = _mm512_maskz_loadu_pd((__mmask8)(masks[j] >> 8), q->b_scale + n + 8);
+    }
+    for (ptrdiff_t i = 0; i < t->rows; i++) {
+        const ptrdiff_t m = t->m0 + i;
+        const __m512i row_sum = _mm512_set1_epi32(t->row_sums[m]), za = _mm512_set1_epi32(q->a_zero[m]);
+        const __m512d as = _mm512_set1_pd(q->a_scale[m]);
+        const int32_t *row = dot + i * t->dot_stride;
+        char *out = t->out + i * t->out_row;
+        const char *bias = e->bias ? e->bias + e->bias_offsets[t->batch] + m * e->bias_row + t->n0 * e->bias_col : NULL;
+        for (int j = 0; j < blocks; j++) {
+            const __m512i sums = _mm512_maskz_loadu_epi32(masks[j], row + 16 * j);
+            const __m512i acc = _mm512_sub_epi32(_mm512_sub_epi32(sums, _mm512_mullo_epi32(row_sum, zb[j])),
+                                                 _mm512_mullo_epi32(za, terms[j]));
+            const __m256 low = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(acc)),
+                                                             _mm512_mul_pd(as, bs[j][0])));
+            const __m256 high = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(acc, 1)),
+                                                              _mm512_mul_pd(as, bs[j][1])));
+            __m512 value = _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
+            if (bias) value = _mm512_add_ps(value, bias_vector(e, bias + 16 * j * e->bias_col, e->bias_col, masks[j]));
+            if (half)
+                _mm256_mask_storeu_epi16(out + 32 * j, masks[j], _mm512_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT));
+            else
+                _mm512_mask_storeu_ps(out + 64 * j, masks[j], value);
+        }
+    }
+}
+DMLQ_END_TARGET
+#endif
+
 static void float_tile(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
     const dmlq_gemm_epilogue *e = q->epilogue;
+#if DMLQ_X86
+    const ptrdiff_t size = e->out_type == DMLQ_F16 ? 2 : 4, bias_size = e->bias_type == DMLQ_F16 ? 2 : 4;
+    if (dmlq_level() >= DMLQ_LEVEL_AVX512 && t->out_col == size && t->columns <= 2 * GEMM_NR &&
+        (!e->bias || e->bias_col == bias_size || e->bias_col == 0)) {
+        float_tile_avx512(dot, t, q);
+        return;
+    }
+#endif
     uint32_t terms[GEMM_MAX_TILE], sums[GEMM_MAX_TILE];
     column_terms(t, q, terms);
     for (ptrdiff_t i = 0; i < t->rows; i++) {
@@ -76,7 +139,42 @@ static void float_tile(const int32_t *dot, const gemm_tile *t, const gemm_quanti
     }
 }
 
+#if DMLQ_X86
+DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
+/* int32_tile for contiguous int32 outputs, 16 columns a vector (masked at the tile's edge). */
+static void int32_tile_avx512(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+    __m512i terms[GEMM_NR / 16 * 2], zb[GEMM_NR / 16 * 2];
+    __mmask16 masks[GEMM_NR / 16 * 2];
+    const int blocks = (int)((t->columns + 15) / 16);
+    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
+    for (int j = 0; j < blocks; j++) {
+        const ptrdiff_t n = t->n0 + 16 * j, left = t->columns - 16 * j;
+        masks[j] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        zb[j] = _mm512_maskz_loadu_epi32(masks[j], q->b_zero + n);
+        terms[j] = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(masks[j], t->column_sums + n), _mm512_mullo_epi32(k, zb[j]));
+    }
+    for (ptrdiff_t i = 0; i < t->rows; i++) {
+        const ptrdiff_t m = t->m0 + i;
+        const __m512i row_sum = _mm512_set1_epi32(t->row_sums[m]), za = _mm512_set1_epi32(q->a_zero[m]);
+        const int32_t *row = dot + i * t->dot_stride;
+        int32_t *out = (int32_t *)(t->out + i * t->out_row);
+        for (int j = 0; j < blocks; j++) {
+            const __m512i sums = _mm512_maskz_loadu_epi32(masks[j], row + 16 * j);
+            const __m512i by_row = _mm512_mullo_epi32(row_sum, zb[j]), by_column = _mm512_mullo_epi32(za, terms[j]);
+            _mm512_mask_storeu_epi32(out + 16 * j, masks[j], _mm512_sub_epi32(_mm512_sub_epi32(sums, by_row), by_column));
+        }
+    }
+}
+DMLQ_END_TARGET
+#endif
+
 static void int32_tile(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+#if DMLQ_X86
+    if (t->out_col == sizeof(int32_t) && dmlq_level() >= DMLQ_LEVEL_AVX512 && t->columns <= 2 * GEMM_NR) {
+        int32_tile_avx512(dot, t, q);
+        return;
+    }
+#endif
     uint32_t terms[GEMM_MAX_TILE], sums[GEMM_MAX_TILE];
     column_terms(t, q, terms);
     for (ptrdiff_t i = 0; i < t->rows; i++) {
