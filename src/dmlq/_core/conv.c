@@ -239,7 +239,13 @@ static int through_multiply(const dmlq_conv_problem *p, int threads) {
  * then each output row adds tap after tap, one weight times a run of the plane, in int32: exact
  * while the window's sums (and the bias) fit, which the requantized output checks (else the scalar
  * int64 route below), and wrapping like the int32 output's definition otherwise. The rows are then
- * stored (int32) or requantized by the level's kernels (dmlq_requantizer). */
+ * stored (int32) or requantized by the level's kernels (dmlq_requantizer).
+ * At the VNNI level, with a horizontal stride of 1, the plane is instead of byte quads: dword o of a
+ * row's quad group g holds the x' bytes (gemm.h: uint8, x xor 0x80 for int8 x) of taps 4g .. 4g + 3 of
+ * output column o, and one vpdpbusd against a broadcast dword of 4 w' bytes (int8, w xor 0x80 for uint8
+ * w) adds four taps of 16 outputs; padding holds x_zp', and
+ *     sum of (x - x_zp)(w - w_zp) = sum x'w' - w_zp' sum x' - x_zp' sum w' + taps x_zp' w_zp'
+ * (sum x' by vpdpbusd against ones, only where w_zp' is not 0), in wrapping int32 as above. */
 
 enum { PLANE_BYTES = 64 << 10 };
 
@@ -249,6 +255,8 @@ typedef struct {
     int wide;                     /* the requantized output's sums may not fit int32: the scalar route */
     double divisor;
     ptrdiff_t block_rows, blocks, plane_rows, phase_width, acc_stride;
+    int quads;                    /* the VNNI route's byte quads */
+    ptrdiff_t quad_groups, quad_width, byte_row; /* per plane row: groups of 4 taps, dwords each; bytes */
     const int32_t *zeros;         /* row and column sums of 0 for the requantizer's tiles */
     ptrdiff_t next;
 } direct_job;
@@ -358,6 +366,43 @@ static void centre_run_avx512(int32_t *dst, const uint8_t *x, ptrdiff_t step, in
 }
 DMLQ_END_TARGET
 static const stencil_kernels STENCIL_AVX512 = {add_taps_avx512, centre_run_avx512};
+
+DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
+/* quads[o] = bytes[o + j * step] in byte j, for o < count (a multiple of 16) and j < 4. */
+static void quad_row_vnni(uint32_t *quads, const uint8_t *bytes, ptrdiff_t step, ptrdiff_t count) {
+    for (ptrdiff_t o = 0; o < count; o += 16) {
+        __m512i dwords = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(bytes + o)));
+        for (int j = 1; j < 4; j++)
+            dwords = _mm512_or_si512(dwords, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                                                    (const __m128i *)(bytes + o + j * step))),
+                                                                8 * j));
+        _mm512_storeu_si512((void *)(quads + o), dwords);
+    }
+}
+
+/* acc[o] += dot(runs[i][o], weights[i]) (4 unsigned by 4 signed bytes) over i < count_runs, as
+ * add_taps_avx512. */
+static void dot_quads_vnni(int32_t *acc, const int32_t *const *runs, const int32_t *weights, int count_runs,
+                           ptrdiff_t count) {
+    ptrdiff_t o = 0;
+    for (; o + 64 <= count; o += 64) {
+        __m512i sum[4];
+        for (int j = 0; j < 4; j++) sum[j] = _mm512_loadu_si512((const void *)(acc + o + 16 * j));
+        for (int t = 0; t < count_runs; t++) {
+            const __m512i weight = _mm512_set1_epi32(weights[t]);
+            for (int j = 0; j < 4; j++)
+                sum[j] = _mm512_dpbusd_epi32(sum[j], _mm512_loadu_si512((const void *)(runs[t] + o + 16 * j)), weight);
+        }
+        for (int j = 0; j < 4; j++) _mm512_storeu_si512((void *)(acc + o + 16 * j), sum[j]);
+    }
+    for (; o < count; o += 16) {
+        __m512i sum = _mm512_loadu_si512((const void *)(acc + o));
+        for (int t = 0; t < count_runs; t++)
+            sum = _mm512_dpbusd_epi32(sum, _mm512_loadu_si512((const void *)(runs[t] + o)), _mm512_set1_epi32(weights[t]));
+        _mm512_storeu_si512((void *)(acc + o), sum);
+    }
+}
+DMLQ_END_TARGET
 #endif
 
 static const stencil_kernels *stencil_for_level(void) {
@@ -425,6 +470,88 @@ static void add_plane(const direct_job *job, const stencil_kernels *k, const int
     }
 }
 
+/* The correction constant of depth k0's taps of channel m: taps x_zp' w_zp' - x_zp' sum w'. */
+static uint32_t quad_constant(const direct_job *job, ptrdiff_t m, ptrdiff_t k0) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t taps = p->kernel[1] * p->kernel[2];
+    const uint8_t flip = p->w_signed ? 0 : 0x80;
+    const uint32_t x_zero = (uint8_t)((uint8_t)p->x_zero_point ^ (p->x_signed ? 0x80 : 0));
+    const uint32_t w_zero = (uint32_t)(int32_t)(int8_t)(uint8_t)((uint8_t)p->w_zero_point[m] ^ flip);
+    const char *filter = p->w + m * p->w_strides[0] + k0 * taps * p->w_strides[4];
+    uint32_t weight_sum = 0;
+    for (ptrdiff_t t = 0; t < taps; t++) weight_sum += (uint32_t)(int32_t)(int8_t)((uint8_t)filter[t * p->w_strides[4]] ^ flip);
+    return (uint32_t)taps * x_zero * w_zero - x_zero * weight_sum;
+}
+
+#if DMLQ_X86
+/* The byte-quad plane of output rows [o1, o1 + block) at input depth i0: per plane row, the padded row's
+ * x' bytes (x_zp' outside the input), then its quad groups. */
+static void fill_quads(const direct_job *job, const char *channel, ptrdiff_t i0, ptrdiff_t o1, uint8_t *bytes,
+                       uint32_t *quads) {
+    const dmlq_conv_problem *p = job->p;
+    const uint8_t flip = p->x_signed ? 0x80 : 0, pad = (uint8_t)((uint8_t)p->x_zero_point ^ flip);
+    const ptrdiff_t d2 = p->dilation[2], x_col = p->x_strides[4];
+    for (ptrdiff_t r = 0; r < job->plane_rows; r++) {
+        const ptrdiff_t i1 = o1 * p->stride[1] + r - p->start[1];
+        memset(bytes, pad, (size_t)job->byte_row);
+        if (i1 >= 0 && i1 < p->in[1]) {
+            const uint8_t *x = (const uint8_t *)channel + i0 * p->x_strides[2] + i1 * p->x_strides[3];
+            const ptrdiff_t first = p->start[2], count = p->in[2] < job->byte_row - first ? p->in[2] : job->byte_row - first;
+            uint8_t *restrict row = bytes + first;
+            if (x_col == 1) {
+                memcpy(row, x, (size_t)count);
+                for (ptrdiff_t u = 0; flip && u < count; u++) row[u] ^= flip;
+            } else {
+                for (ptrdiff_t u = 0; u < count; u++) row[u] = x[u * x_col] ^ flip;
+            }
+        }
+        for (ptrdiff_t g = 0; g < job->quad_groups; g++)
+            quad_row_vnni(quads + (r * job->quad_groups + g) * job->quad_width, bytes + 4 * g * d2, d2,
+                          job->acc_stride);
+    }
+}
+
+/* acc[row] += the taps at depth k0 of output rows [o1, o1 + rows) of channel m from the quad plane, less
+ * w_zp' times their x' (box: room for rows of such sums, zero); the constant is quad_constant's. */
+static void add_quads(const direct_job *job, const uint32_t *quads, ptrdiff_t m, ptrdiff_t k0, ptrdiff_t rows,
+                      int32_t *acc, int32_t *box) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t k1s = p->kernel[1], k2s = p->kernel[2], groups = job->quad_groups;
+    const uint8_t flip = p->w_signed ? 0 : 0x80;
+    const int32_t w_zero = (int8_t)(uint8_t)((uint8_t)p->w_zero_point[m] ^ flip);
+    const char *filter = p->w + (m * p->w_strides[0]) + k0 * k1s * k2s * p->w_strides[4];
+    int32_t weights[TAP_GROUP], ones[TAP_GROUP];
+    const int32_t *runs[TAP_GROUP];
+    for (ptrdiff_t first = 0; first < k1s * groups; first += TAP_GROUP) {
+        const int count = (int)(k1s * groups - first < TAP_GROUP ? k1s * groups - first : TAP_GROUP);
+        for (int i = 0; i < count; i++) {
+            const ptrdiff_t k1 = (first + i) / groups, g = (first + i) % groups;
+            uint32_t dword = 0, unit = 0;
+            for (ptrdiff_t j = 0; j < 4 && 4 * g + j < k2s; j++) {
+                const int8_t w = (int8_t)((uint8_t)filter[(k1 * k2s + 4 * g + j) * p->w_strides[4]] ^ flip);
+                dword |= (uint32_t)(uint8_t)w << (8 * j);
+                unit |= 1u << (8 * j);
+            }
+            weights[i] = (int32_t)dword, ones[i] = (int32_t)unit;
+        }
+        for (ptrdiff_t r = 0; r < rows; r++) {
+            for (int i = 0; i < count; i++) {
+                const ptrdiff_t k1 = (first + i) / groups, g = (first + i) % groups;
+                const ptrdiff_t row = r * p->stride[1] + k1 * p->dilation[1];
+                runs[i] = (const int32_t *)quads + (row * groups + g) * job->quad_width;
+            }
+            dot_quads_vnni(acc + r * job->acc_stride, runs, weights, count, p->out[2]);
+            if (w_zero) dot_quads_vnni(box + r * job->acc_stride, runs, ones, count, p->out[2]);
+        }
+    }
+    if (!w_zero) return;
+    const ptrdiff_t values = rows * job->acc_stride;
+    uint32_t *restrict sums = (uint32_t *)acc, *restrict boxes = (uint32_t *)box;
+    for (ptrdiff_t i = 0; i < values; i++) sums[i] -= (uint32_t)w_zero * boxes[i];
+    memset(boxes, 0, sizeof(int32_t) * (size_t)values);
+}
+#endif
+
 /* A block of rows of sums as the output: int32 (wrapped), or plus the bias, requantized by tiles of
  * the block's rows (the requantizer's rows m * block_rows + r, all channel m's). */
 static void store_sums(const direct_job *job, ptrdiff_t m, ptrdiff_t rows, int32_t *acc, char *out) {
@@ -439,7 +566,7 @@ static void store_sums(const direct_job *job, ptrdiff_t m, ptrdiff_t rows, int32
         }
         return;
     }
-    const int32_t bias = p->bias ? p->bias[m] : 0;
+    const int32_t bias = p->bias && !job->quads ? p->bias[m] : 0; /* the quads' sums start from it */
     for (ptrdiff_t i = 0; bias && i < rows * stride; i++) acc[i] += bias; /* fits: checked (job->wide) */
     const dmlq_requantizer *r = &job->requantizer;
     for (ptrdiff_t first = 0; first < width; first += r->columns) {
@@ -475,7 +602,7 @@ static void wide_row(const direct_job *job, const char *plane, ptrdiff_t m, ptrd
 }
 
 static void direct_unit(const direct_job *job, const stencil_kernels *k, ptrdiff_t unit, int32_t *plane,
-                        int32_t *acc) {
+                        int32_t *acc, int32_t *box) {
     const dmlq_conv_problem *p = job->p;
     const ptrdiff_t per_group = p->out_channels / p->groups, block = unit % job->blocks;
     const ptrdiff_t o0 = unit / job->blocks % p->out[0], m = unit / (job->blocks * p->out[0]) % p->out_channels;
@@ -487,10 +614,23 @@ static void direct_unit(const direct_job *job, const stencil_kernels *k, ptrdiff
         for (ptrdiff_t r = 0; r < rows; r++) wide_row(job, channel, m, o0, o1 + r, out + r * p->y_strides[3]);
         return;
     }
-    memset(acc, 0, sizeof(int32_t) * (size_t)(rows * job->acc_stride));
+    uint32_t start = job->quads && p->y_type != DMLQ_I32 && p->bias ? (uint32_t)p->bias[m] : 0;
+    for (ptrdiff_t k0 = 0; job->quads && k0 < p->kernel[0]; k0++) {
+        const ptrdiff_t i0 = input_at(p, 0, o0, k0);
+        if (i0 >= 0 && i0 < p->in[0]) start += quad_constant(job, m, k0);
+    }
+    for (ptrdiff_t i = 0; i < rows * job->acc_stride; i++) acc[i] = (int32_t)start;
     for (ptrdiff_t k0 = 0; k0 < p->kernel[0]; k0++) {
         const ptrdiff_t i0 = input_at(p, 0, o0, k0);
         if (i0 < 0 || i0 >= p->in[0]) continue;
+#if DMLQ_X86
+        if (job->quads) {
+            uint8_t *bytes = (uint8_t *)(box + job->block_rows * job->acc_stride);
+            fill_quads(job, channel, i0, o1, bytes, (uint32_t *)plane);
+            add_quads(job, (const uint32_t *)plane, m, k0, rows, acc, box);
+            continue;
+        }
+#endif
         fill_plane(job, k, channel, i0, o1, plane);
         add_plane(job, k, plane, m, k0, rows, acc);
     }
@@ -503,13 +643,17 @@ static void direct_task(void *context, int thread, int threads) {
     const dmlq_conv_problem *p = job->p;
     const stencil_kernels *k = stencil_for_level();
     const ptrdiff_t units = p->batches * p->out_channels * p->out[0] * job->blocks;
-    const size_t plane_bytes = sizeof(int32_t) * (size_t)(job->plane_rows * p->stride[2] * job->phase_width);
-    const size_t acc_bytes = sizeof(int32_t) * (size_t)(job->block_rows * job->acc_stride);
-    int32_t *plane = job->wide ? NULL : malloc(plane_bytes + acc_bytes + 128); /* 16 more ints to read */
-    int32_t *acc = plane ? (int32_t *)(((uintptr_t)(plane + plane_bytes / sizeof(int32_t) + 16) + 63) / 64 * 64) : NULL;
+    const ptrdiff_t plane_ints = job->quads ? job->plane_rows * job->quad_groups * job->quad_width
+                                            : job->plane_rows * p->stride[2] * job->phase_width;
+    const ptrdiff_t acc_ints = job->block_rows * job->acc_stride, box_ints = job->quads ? acc_ints : 0;
+    const size_t bytes = sizeof(int32_t) * (size_t)(plane_ints + 16 + 2 * acc_ints + box_ints) + (size_t)job->byte_row + 128;
+    int32_t *plane = job->wide ? NULL : malloc(bytes); /* 16 more ints to read past the plane */
     if (!job->wide && !plane) return; /* the caller's thread found no memory either: reported there */
+    int32_t *acc = plane ? (int32_t *)(((uintptr_t)(plane + plane_ints + 16) + 63) / 64 * 64) : NULL;
+    int32_t *box = acc ? acc + acc_ints : NULL; /* then the bytes of a padded row */
+    if (box) memset(box, 0, sizeof(int32_t) * (size_t)box_ints);
     for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next))
-        direct_unit(job, k, unit, plane, acc);
+        direct_unit(job, k, unit, plane, acc, box);
     free(plane);
 }
 
@@ -525,6 +669,10 @@ static void plan_direct(direct_job *job) {
     job->blocks = (p->out[1] + job->block_rows - 1) / job->block_rows;
     job->plane_rows = (job->block_rows - 1) * s1 + extent1;
     job->acc_stride = (p->out[2] + 15) / 16 * 16;
+    job->quads = DMLQ_X86 && dmlq_level() == DMLQ_LEVEL_VNNI && s2 == 1;
+    job->quad_groups = (p->kernel[2] + 3) / 4;
+    job->quad_width = job->acc_stride + 16;
+    job->byte_row = job->acc_stride + 4 * job->quad_groups * p->dilation[2] + 64; /* every quad's bytes */
 }
 
 /* The requantized output's vectors for the level's kernels: a row per output row of a block of each
