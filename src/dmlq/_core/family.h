@@ -34,8 +34,8 @@ typedef struct dmlq_gemm_epilogue {
 
 /* A bound on |acc + row bias| over the problem: K * 255 * 255 plus the largest bias. */
 double dmlq_gemm_sum_bound(const dmlq_gemm_problem *p);
-/* A tile's output from its int32 dot products (the driver's int32 route). */
-void dmlq_gemm_epilogue_tile(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q,
+/* A tile's output from its int32 dot products (the driver's int32 route; they may be changed). */
+void dmlq_gemm_epilogue_tile(int32_t *dot, const gemm_tile *tile, const gemm_quantization *q,
                              void (*requantize)(const int32_t *, const gemm_tile *, const gemm_quantization *));
 /* Element (i, j) of a tile from its exact sum (the driver's int64 route). */
 void dmlq_gemm_epilogue_one(int64_t acc, const gemm_tile *tile, const gemm_quantization *q, ptrdiff_t i,

@@ -347,8 +347,9 @@ static const int32_t *b_column_sums(const gemm_context *c, const packed_operands
     return packed ? packed->column_sums + c->p->b_offsets[batch] * packed->sums_per_batch : pk->column_sums;
 }
 
-/* A tile's output from its int32 sums: requantized by the kernels, or the problem's epilogue. */
-static void finish_tile(const gemm_context *c, const int32_t *dots, const gemm_tile *tile) {
+/* A tile's output from its int32 sums: requantized by the kernels, or the problem's epilogue (which may
+ * change the sums). */
+static void finish_tile(const gemm_context *c, int32_t *dots, const gemm_tile *tile) {
     if (c->q.epilogue)
         dmlq_gemm_epilogue_tile(dots, tile, &c->q, c->kernels->requantize);
     else

@@ -188,25 +188,22 @@ static void int32_tile(const int32_t *dot, const gemm_tile *t, const gemm_quanti
     }
 }
 
-/* The tile's dot products plus each row's bias, if any (int32: the driver checked the sums fit), in a
- * compact tile the kernels' requantization reads (rows of whole vectors, 64-byte aligned), which
- * then sees no epilogue (its portable fallback would otherwise come back here). */
-static void biased_requantize(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
+/* The tile's dot products plus each row's bias, if any (int32: the driver checked the sums fit; the
+ * driver's tile is ours to change), requantized by the kernels, which then see no epilogue (their
+ * portable fallback would otherwise come back here). */
+static void biased_requantize(int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
                               void (*requantize)(const int32_t *, const gemm_tile *, const gemm_quantization *)) {
-    _Alignas(64) int32_t biased[GEMM_MAX_TILE];
-    gemm_tile compact = *t;
-    compact.dot_stride = (t->columns + 15) / 16 * 16;
-    for (ptrdiff_t i = 0; i < t->rows; i++) {
-        const uint32_t bias = q->epilogue->row_bias ? (uint32_t)q->epilogue->row_bias[t->m0 + i] : 0;
-        for (ptrdiff_t j = 0; j < compact.dot_stride; j++)
-            biased[i * compact.dot_stride + j] = (int32_t)((uint32_t)dot[i * t->dot_stride + j] + bias);
+    for (ptrdiff_t i = 0; q->epilogue->row_bias && i < t->rows; i++) {
+        const uint32_t bias = (uint32_t)q->epilogue->row_bias[t->m0 + i];
+        uint32_t *restrict row = (uint32_t *)dot + i * t->dot_stride;
+        for (ptrdiff_t j = 0; j < t->columns; j++) row[j] += bias;
     }
     gemm_quantization plain = *q;
     plain.epilogue = NULL;
-    requantize(biased, &compact, &plain);
+    requantize(dot, t, &plain);
 }
 
-void dmlq_gemm_epilogue_tile(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q,
+void dmlq_gemm_epilogue_tile(int32_t *dot, const gemm_tile *tile, const gemm_quantization *q,
                              void (*requantize)(const int32_t *, const gemm_tile *, const gemm_quantization *)) {
     const dmlq_gemm_epilogue *e = q->epilogue;
     if (e->kind == DMLQ_EPILOGUE_INT32)

@@ -399,7 +399,7 @@ static int range_of(PyObject *arg, float *lo, float *hi) {
     const int type = dmlq_py_type_of(x), ndim = PyArray_NDIM(x);
     if (!is_float_type(type)) {
         PyErr_SetString(PyExc_ValueError, "value_range: x must be float32 or float16");
-        return NULL;
+        return -1;
     }
     const int contiguous = PyArray_IS_C_CONTIGUOUS(x) || ndim == 0;
     const ptrdiff_t length = contiguous ? PyArray_SIZE(x) : PyArray_DIM(x, ndim - 1);
