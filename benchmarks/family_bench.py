@@ -9,7 +9,8 @@ DynamicQuantizeLinear of BERT's activations ([8 x 128, 768] and [8 x 128, 3072] 
 
 Both sides get their weights once, before timing: onnxruntime as initializers (which it prepacks at
 session creation), dmlq as a pack_b packing (MatMulInteger) or a pack_convolution_filter packing. Both
-allocate their outputs on every call. Scales are powers of two, so that onnxruntime's float32
+allocate their outputs on every call: onnxruntime from its arena, dmlq from its output cache (_core.empty,
+as dmlq's NumPy layer does). Scales are powers of two, so that onnxruntime's float32
 requantization is exact and both outputs must be equal (verified on the warm-up results).
 
 Contenders are timed interleaved (dmlq, onnxruntime, dmlq, ...), in bursts of calls, medians over the
@@ -94,7 +95,7 @@ def convolution_case(name, x_shape, w_shape, stride, pad, groups, batch) -> Case
         packed = _core.pack_convolution_filter(w, groups)  # once, as onnxruntime prepacks its initializer
 
         def run():
-            out = np.empty(out_shape, np.uint8)
+            out = _core.empty(out_shape, np.dtype(np.uint8))
             _core.convolution(
                 x,
                 x_scale,
@@ -156,7 +157,7 @@ def matmul_case(name, m, k, n) -> Case:
         packed = _core.pack_b(b)  # the weights, packed once (onnxruntime prepacks its initializer)
 
         def run():
-            out = np.empty((m, n), np.int32)
+            out = _core.empty((m, n), np.dtype(np.int32))
             _core.matmul_integer(a, a_zero, packed, b_zero, out)
             return out
 
@@ -182,7 +183,7 @@ def dynamic_case(name, shape) -> Case:
 
     def dmlq(threads):
         def run():
-            out = np.empty(shape, np.uint8)
+            out = _core.empty(shape, np.dtype(np.uint8))
             dynamic_quantize_linear(x, out, False)
             return out
 
