@@ -255,7 +255,7 @@ static void pack_rows(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
 
 int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
     memset(f, 0, sizeof *f);
-    if (dmlq_level() != DMLQ_LEVEL_VNNI) return 1;
+    if (dmlq_level() != DMLQ_LEVEL_VNNI || p->channels == p->groups) return 1; /* no implicit multiply */
     const gemm_kernels *kernels = &dmlq_gemm_vnni;
     f->kernels = kernels;
     f->out_channels = p->out_channels, f->channels = p->channels / p->groups, f->groups = p->groups;

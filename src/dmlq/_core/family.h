@@ -111,7 +111,8 @@ int dmlq_conv(const dmlq_conv_problem *p, int threads);
 int dmlq_conv_implicit_fits(const dmlq_conv_problem *p);
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads);
 /* Packs p's filter (its w, shapes and groups) for the current level's implicit multiply: 0, 1 when the
- * level has none (f is then empty), -1 when memory runs out. Freed by dmlq_conv_free_filter. */
+ * level or a depthwise filter has none (f is then empty), -1 when memory runs out. Freed by
+ * dmlq_conv_free_filter. */
 int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p);
 void dmlq_conv_free_filter(dmlq_conv_filter *f);
 
