@@ -1,7 +1,8 @@
-/* Dynamic quantization's range (family.h): the smallest and largest values that are not NaN, in one
- * pass on the threads. Rows are split into pieces that threads claim one at a time; each thread keeps
- * its own extremes, combined at the end. A comparison with NaN is false, so x < lo ? x : lo passes NaN
- * over, as vminps(x, lo) does (it returns its second operand when either is NaN). */
+/* Dynamic quantization's range (family.h): the smallest and largest values, NaN when one is NaN (as
+ * NumPy's min and max), in one pass on the threads. Rows are split into pieces that threads claim one
+ * at a time; each thread keeps its own extremes and whether it met a NaN, combined at the end. A
+ * comparison with NaN is false, so x < lo ? x : lo passes NaN over, as vminps(x, lo) does (it returns
+ * its second operand when either is NaN): NaN is looked for apart, by x != x. */
 #include <math.h>
 
 #include "family.h"
@@ -14,10 +15,13 @@ typedef struct {
     const ptrdiff_t *offsets;
     ptrdiff_t rows, length, stride, pieces_per_row, next;
     float lo[MAX_RANGE_THREADS], hi[MAX_RANGE_THREADS];
+    int nan[MAX_RANGE_THREADS];
 } range_job;
 
-static void range_portable(const char *data, int type, ptrdiff_t count, ptrdiff_t stride, float *lo, float *hi) {
+static void range_portable(const char *data, int type, ptrdiff_t count, ptrdiff_t stride, float *lo, float *hi,
+                           int *nan) {
     float low = *lo, high = *hi;
+    int seen = 0;
     for (ptrdiff_t i = 0; i < count; i++) {
         float x;
         if (type == DMLQ_F16) {
@@ -29,15 +33,16 @@ static void range_portable(const char *data, int type, ptrdiff_t count, ptrdiff_
         }
         low = x < low ? x : low;
         high = x > high ? x : high;
+        seen |= x != x;
     }
-    *lo = low, *hi = high;
+    *lo = low, *hi = high, *nan |= seen;
 }
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 /* Contiguous values, 32 at a time in four pairs of accumulators (the rest portably). */
-static ptrdiff_t range_avx2(const char *data, int type, ptrdiff_t count, float *lo, float *hi) {
-    __m256 low[4], high[4];
+static ptrdiff_t range_avx2(const char *data, int type, ptrdiff_t count, float *lo, float *hi, int *nan) {
+    __m256 low[4], high[4], unordered = _mm256_setzero_ps();
     for (int j = 0; j < 4; j++) low[j] = _mm256_set1_ps(*lo), high[j] = _mm256_set1_ps(*hi);
     const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4, whole = count / 32 * 32;
     for (ptrdiff_t i = 0; i < whole; i += 32)
@@ -47,6 +52,7 @@ static ptrdiff_t range_avx2(const char *data, int type, ptrdiff_t count, float *
                                               : _mm256_loadu_ps((const float *)at);
             low[j] = _mm256_min_ps(x, low[j]);
             high[j] = _mm256_max_ps(x, high[j]);
+            unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
         }
     float lows[8], highs[8];
     _mm256_storeu_ps(lows, _mm256_min_ps(_mm256_min_ps(low[0], low[1]), _mm256_min_ps(low[2], low[3])));
@@ -55,14 +61,16 @@ static ptrdiff_t range_avx2(const char *data, int type, ptrdiff_t count, float *
         *lo = lows[j] < *lo ? lows[j] : *lo;
         *hi = highs[j] > *hi ? highs[j] : *hi;
     }
+    *nan |= _mm256_movemask_ps(unordered) != 0;
     return whole;
 }
 DMLQ_END_TARGET
 
 DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
 /* Contiguous values, 64 at a time in four pairs of accumulators (the rest portably). */
-static ptrdiff_t range_avx512(const char *data, int type, ptrdiff_t count, float *lo, float *hi) {
+static ptrdiff_t range_avx512(const char *data, int type, ptrdiff_t count, float *lo, float *hi, int *nan) {
     __m512 low[4], high[4];
+    __mmask16 unordered = 0;
     for (int j = 0; j < 4; j++) low[j] = _mm512_set1_ps(*lo), high[j] = _mm512_set1_ps(*hi);
     const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4, whole = count / 64 * 64;
     for (ptrdiff_t i = 0; i < whole; i += 64)
@@ -72,42 +80,46 @@ static ptrdiff_t range_avx512(const char *data, int type, ptrdiff_t count, float
                                               : _mm512_loadu_ps((const float *)at);
             low[j] = _mm512_min_ps(x, low[j]);
             high[j] = _mm512_max_ps(x, high[j]);
+            unordered |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
         }
     /* the reductions compare lanes that are never NaN */
     const float low_all = _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(low[0], low[1]), _mm512_min_ps(low[2], low[3])));
     const float high_all = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(high[0], high[1]), _mm512_max_ps(high[2], high[3])));
     *lo = low_all < *lo ? low_all : *lo;
     *hi = high_all > *hi ? high_all : *hi;
+    *nan |= unordered != 0;
     return whole;
 }
 DMLQ_END_TARGET
 #endif
 
-/* The extremes of `count` values `stride` bytes apart, folded into *lo and *hi. */
-static void range_of(const char *data, int type, ptrdiff_t count, ptrdiff_t stride, float *lo, float *hi) {
+/* The extremes of `count` values `stride` bytes apart, folded into *lo and *hi (*nan set if one is NaN). */
+static void range_of(const char *data, int type, ptrdiff_t count, ptrdiff_t stride, float *lo, float *hi, int *nan) {
     ptrdiff_t done = 0;
 #if DMLQ_X86
     const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4;
     if (stride == size && dmlq_level() >= DMLQ_LEVEL_AVX512)
-        done = range_avx512(data, type, count, lo, hi);
+        done = range_avx512(data, type, count, lo, hi, nan);
     else if (stride == size && dmlq_level() >= DMLQ_LEVEL_AVX2)
-        done = range_avx2(data, type, count, lo, hi);
+        done = range_avx2(data, type, count, lo, hi, nan);
 #endif
-    range_portable(data + done * stride, type, count - done, stride, lo, hi);
+    range_portable(data + done * stride, type, count - done, stride, lo, hi, nan);
 }
 
 static void range_task(void *context, int thread, int threads) {
     (void)threads;
     range_job *job = context;
     float lo = INFINITY, hi = -INFINITY;
+    int nan = 0;
     const ptrdiff_t units = job->rows * job->pieces_per_row;
     for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
         const ptrdiff_t row = unit / job->pieces_per_row, first = unit % job->pieces_per_row * PIECE;
         const ptrdiff_t count = job->length - first < PIECE ? job->length - first : PIECE;
-        range_of(job->data + job->offsets[row] + first * job->stride, job->type, count, job->stride, &lo, &hi);
+        range_of(job->data + job->offsets[row] + first * job->stride, job->type, count, job->stride, &lo, &hi, &nan);
     }
     job->lo[thread] = lo;
     job->hi[thread] = hi;
+    job->nan[thread] = nan;
 }
 
 void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
@@ -115,11 +127,14 @@ void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrd
     if (threads > MAX_RANGE_THREADS) threads = MAX_RANGE_THREADS;
     if (rows * length < 4 * PIECE) threads = 1;
     range_job job = {data, type, offsets, rows, length, stride, (length + PIECE - 1) / PIECE, 0};
-    for (int t = 0; t < threads; t++) job.lo[t] = INFINITY, job.hi[t] = -INFINITY;
+    for (int t = 0; t < threads; t++) job.lo[t] = INFINITY, job.hi[t] = -INFINITY, job.nan[t] = 0;
     if (length > 0) dmlq_parallel(range_task, &job, threads);
     *lo = INFINITY, *hi = -INFINITY;
+    int nan = 0;
     for (int t = 0; t < threads; t++) {
         *lo = job.lo[t] < *lo ? job.lo[t] : *lo;
         *hi = job.hi[t] > *hi ? job.hi[t] : *hi;
+        nan |= job.nan[t];
     }
+    if (nan) *lo = *hi = NAN;
 }

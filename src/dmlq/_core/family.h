@@ -122,7 +122,8 @@ void dmlq_conv_free_filter(dmlq_conv_filter *f);
  * inside the input, count = those taps (or every tap of the window with include_padding, a padded one
  * adding 0 to s); in float64, value = s * x_scale[c] / count, then y = clamp(nearbyint(value /
  * y_scale[c]) + y_zero_point[c]) (value * (1 / y_scale[c]), that reciprocal in float32, with
- * `reciprocal`), NaN giving 0; a window with no tap inside and count 0 gives y_zero_point[c]. */
+ * `reciprocal`), NaN giving 0; a window with no tap inside and count 0 averages 0 (y_zero_point[c] for a
+ * finite non-zero y_scale), as dmlq.reference's quantize_real of 0. */
 typedef struct {
     ptrdiff_t batches, channels;
     ptrdiff_t in[DMLQ_CONV_DIMS], out[DMLQ_CONV_DIMS], window[DMLQ_CONV_DIMS];
@@ -140,8 +141,9 @@ void dmlq_average_pool(const dmlq_pool_problem *p, int threads);
 
 /* ---- dynamic quantization's range (dynamic_quantize.c) ------------------------------------------ */
 
-/* The smallest and largest of `count` float32 or float16 (`type`) values that are not NaN, rows of
- * `length` values `stride` bytes apart (row r at data + offsets[r]); +inf and -inf when there are none. */
+/* The smallest and largest of float32 or float16 (`type`) values, rows of `length` values `stride` bytes
+ * apart (row r at data + offsets[r]): NaN and NaN when one is NaN (as NumPy's min and max); +inf and
+ * -inf when there are none. */
 void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
                       ptrdiff_t stride, float *lo, float *hi, int threads);
 

@@ -53,8 +53,7 @@ static int64_t window_sum(const dmlq_pool_problem *p, const char *plane, const p
 
 static uint8_t pooled(const dmlq_pool_problem *p, ptrdiff_t c, int64_t sum, int64_t count, double divisor) {
     const double lo = p->y_signed ? -128.0 : 0.0, hi = p->y_signed ? 127.0 : 255.0;
-    if (count == 0) return (uint8_t)p->y_zero_point[c];
-    double value = (double)sum * (double)p->x_scale[c] / (double)count;
+    double value = count ? (double)sum * (double)p->x_scale[c] / (double)count : 0.0; /* no tap: an average of 0 */
     value = p->reciprocal ? value * divisor : value / divisor;
     value = nearbyint(value) + (double)p->y_zero_point[c];
     value = value < lo ? lo : value;

@@ -391,8 +391,8 @@ static PyObject *average_pool(PyObject *self, PyObject *args) {
 
 /* ---- dynamic quantization's range ----------------------------------------------------------------- */
 
-/* The smallest and largest values of x that are not NaN (+inf and -inf when there are none): 0, or -1
- * with an exception set. */
+/* The smallest and largest values of x (NaN when one is NaN; +inf and -inf when there are none): 0, or
+ * -1 with an exception set. */
 static int range_of(PyObject *arg, float *lo, float *hi) {
     PyArrayObject *x = dmlq_py_as_array(arg, "x", 0);
     if (!x) return -1;
@@ -441,7 +441,8 @@ static PyObject *dynamic_quantization(PyObject *self, PyObject *args) {
     float lo, hi;
     if (!PyArg_ParseTuple(args, "Op", &x, &is_signed) || range_of(x, &lo, &hi) < 0) return NULL;
     const float qmin = is_signed ? -128.0f : 0.0f, qmax = is_signed ? 127.0f : 255.0f;
-    const float rmin = lo < 0.0f ? lo : 0.0f, rmax = hi > 0.0f ? hi : 0.0f; /* +inf, -inf: 0, 0 */
+    /* as np.minimum(0, min(x)) and np.maximum(0, max(x)): NaN stays NaN; +inf, -inf (no values) give 0, 0 */
+    const float rmin = lo != lo ? lo : lo < 0.0f ? lo : 0.0f, rmax = hi != hi ? hi : hi > 0.0f ? hi : 0.0f;
     const float scale = (rmax == rmin ? 1.0f : rmax - rmin) / (qmax - qmin);
     const float zero = nearbyintf(qmin - rmin / scale);
     const float saturated = zero != zero ? 0.0f : zero < qmin ? qmin : zero > qmax ? qmax : zero;
@@ -477,15 +478,16 @@ static PyMethodDef family_methods[] = {
      "start_padding, end_padding, include_padding, reciprocal_division): QUANTIZED_LINEAR_AVERAGE_POOLING of x "
      "[N, C, spatial...] (1 to 3 spatial dimensions) into out [N, C, spatial...], both uint8 or int8: the exact sum "
      "of x - x_zero_point over the window's taps inside x, divided (float64) by their count, or by the whole window's "
-     "with include_padding, then requantized; no tap inside and a count of 0 give y_zero_point. Scales float32 and "
+     "with include_padding, then requantized; no tap inside and a count of 0 average 0. Scales float32 and "
      "zero points of one or C elements; out's spatial sizes are the caller's."},
     {"dynamic_quantization", dynamic_quantization, METH_VARARGS,
      "dynamic_quantization(x, is_signed): DYNAMIC_QUANTIZE_LINEAR's (scale, zero_point) for the float32 or float16 "
-     "array x and an int8 (is_signed) or uint8 output, as Python numbers: ONNX's float32 arithmetic on the range of "
-     "x's values that are not NaN, widened to include 0 (scale 1 / (qmax - qmin) when it is empty or all 0)."},
+     "array x and an int8 (is_signed) or uint8 output, as Python numbers: ONNX's float32 arithmetic on x's range "
+     "widened to include 0 (scale 1 / (qmax - qmin) when it is empty or all 0; a NaN in x gives scale NaN, zero "
+     "point 0), as dmlq.reference.dynamic_quantize_linear."},
     {"value_range", value_range, METH_O,
-     "value_range(x): (min, max) of the float32 or float16 array x's elements that are not NaN, as Python floats; "
-     "(inf, -inf) when there are none."},
+     "value_range(x): (min, max) of the float32 or float16 array x's elements as Python floats: (nan, nan) when one "
+     "is NaN, (inf, -inf) when there are none."},
     {NULL, NULL, 0, NULL}};
 
 PyMethodDef *dmlq_py_family_methods(void) { return family_methods; }
