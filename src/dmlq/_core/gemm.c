@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "family.h"
 #include "gemm.h"
 
 enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
@@ -236,6 +237,10 @@ static void store_requantized(const int64_t *dots, const gemm_tile *tile, const 
         for (ptrdiff_t j = 0; j < tile->columns; j++) {
             const ptrdiff_t n = tile->n0 + j;
             const int64_t acc = corrected(dots[i * tile->dot_stride + j], tile, q, m, n);
+            if (q->epilogue) {
+                dmlq_gemm_epilogue_one(acc, tile, q, i, j);
+                continue;
+            }
             *(uint8_t *)(tile->out + i * tile->out_row + j * tile->out_col) =
                 dmlq_requantize_one(acc, q->a_scale[m], q->b_scale[n], q->out_divisor[m], q->reciprocal,
                                     q->out_zero_point[m], q->lo, q->hi);
@@ -269,6 +274,7 @@ typedef struct {
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
     int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm.h) */
+    int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
@@ -341,6 +347,15 @@ static const int32_t *b_column_sums(const gemm_context *c, const packed_operands
     return packed ? packed->column_sums + c->p->b_offsets[batch] * packed->sums_per_batch : pk->column_sums;
 }
 
+/* A tile's output from its int32 sums: requantized by the kernels, or the problem's epilogue (which may
+ * change the sums). */
+static void finish_tile(const gemm_context *c, int32_t *dots, const gemm_tile *tile) {
+    if (c->q.epilogue)
+        dmlq_gemm_epilogue_tile(dots, tile, &c->q, c->kernels->requantize);
+    else
+        c->kernels->requantize(dots, tile, &c->q);
+}
+
 static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m_panel,
                          ptrdiff_t n_panel) {
     const dmlq_gemm_problem *p = c->p;
@@ -348,14 +363,14 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     const ptrdiff_t m0 = m_panel * mr, n0 = n_panel * nr;
     const gemm_tile tile = {m0, n0, min_size(mr, p->m - m0), min_size(nr, p->n - n0), nr,
                             p->out + p->out_offsets[batch] + m0 * p->out_row + n0 * p->out_col,
-                            p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch)};
+                            p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch), batch};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
     const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
-    if (c->groups <= GEMM_CHUNK_GROUPS) {
+    if (c->int32_sums) {
         c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
-        c->kernels->requantize(dots, &tile, &c->q);
+        finish_tile(c, dots, &tile);
         return;
     }
     int64_t sums[GEMM_MAX_TILE] = {0};
@@ -440,8 +455,8 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
         const ptrdiff_t n0 = n * nr;
         const gemm_tile tile = {0, n0, rows, min_size(nr, p->n - n0), n < whole ? in_place * nr : nr,
                                 p->out + p->out_offsets[batch] + n0 * p->out_col, p->out_row, p->out_col,
-                                pk->row_sums, pk->column_sums};
-        kernels->requantize(n < whole ? sums + (n - first) * nr : tail_sums, &tile, &c->q);
+                                pk->row_sums, pk->column_sums, batch};
+        finish_tile(c, n < whole ? sums + (n - first) * nr : tail_sums, &tile);
     }
 }
 
@@ -639,7 +654,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     estimate &= estimable(smallest) && estimable(largest);
     largest_column_factor = largest;
     /* |acc| <= K * 255 * 255: every estimate stays below 2**20, with room for its roundings */
-    estimate &= largest_row_factor * largest_column_factor * (double)p->k * 65025.0 < 0x1p19;
+    estimate &= largest_row_factor * largest_column_factor * dmlq_gemm_sum_bound(p) < 0x1p19;
     c->q = (gemm_quantization){p->k,          a_scale,        b_scale,        divisor,       zero_point,
                                a_zero,        b_zero,         row_factor,     column_factor, p->reciprocal,
                                nan_possible,  estimate && !nan_possible,      a_zero_uniform, b_zero_uniform,
@@ -721,7 +736,8 @@ static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kern
     const int rows_fit = p->m <= DIRECT_FEW_ROWS || (p->m <= kernels->row_major_rows &&
                                                      p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
-           p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
+           p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS &&
+           dmlq_gemm_sum_bound(p) <= INT32_MAX;
 }
 
 /* Packing a few panels in the caller beats packing them on every thread between two barriers: a
@@ -761,6 +777,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
                                    : c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
     c.a_in_place = !c.b_in_place && !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
     c.b_panel_bytes = c.groups * nr * 4;
+    c.int32_sums = c.groups <= GEMM_CHUNK_GROUPS && dmlq_gemm_sum_bound(p) <= INT32_MAX;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
     const int buffers = c.per_thread_batches ? threads : 1;
@@ -778,6 +795,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     if (status == 0) {
         lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
         fill_quantization(&c, doubles, floats, zeros);
+        c.q.epilogue = p->epilogue;
         if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
             memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
         c.packed = packed;
@@ -793,6 +811,34 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     if (l.base) workspace_give(l.base, kept);
     return status;
 }
+
+void *dmlq_gemm_workspace_take(size_t bytes, int *kept) { return workspace_take(bytes, kept); }
+
+void dmlq_gemm_workspace_give(void *memory, int kept) { workspace_give(memory, kept); }
+
+/* ---- sums computed elsewhere ------------------------------------------------------------------- */
+
+int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
+    gemm_context c = {.p = p, .kernels = kernels_for_level()};
+    c.m_panels = (p->m + c.kernels->mr - 1) / c.kernels->mr;
+    c.n_panels = (p->n + c.kernels->nr - 1) / c.kernels->nr;
+    double *doubles;
+    float *floats;
+    int32_t *zeros;
+    layout l = {NULL, 0};
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros);
+    l.base = r->memory = allocate(l.used);
+    if (!r->memory) return -1;
+    l.used = 0;
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros);
+    fill_quantization(&c, doubles, floats, zeros);
+    r->q = c.q;
+    r->requantize = c.kernels->requantize;
+    r->columns = c.kernels->nr;
+    return 0;
+}
+
+void dmlq_requantizer_free(dmlq_requantizer *r) { release(r->memory); }
 
 /* ---- B packed beforehand ---------------------------------------------------------------------- */
 

@@ -49,6 +49,7 @@ typedef struct {
     int estimate;
     int a_zero_uniform, b_zero_uniform; /* one za' for every row, one zb' for every column */
     double lo, hi;
+    const struct dmlq_gemm_epilogue *epilogue; /* the problem's (family.h), or NULL */
 } gemm_quantization;
 
 /* One tile's place: rows m0.., columns n0.., how many are real, where the output goes. */
@@ -59,6 +60,7 @@ typedef struct {
     ptrdiff_t out_row, out_col;
     const int32_t *row_sums;        /* rowsum(A') of this batch, [m] */
     const int32_t *column_sums;     /* colsum(B') of this batch, [n] */
+    ptrdiff_t batch;
 } gemm_tile;
 
 typedef struct {
