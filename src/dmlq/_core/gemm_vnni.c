@@ -13,24 +13,58 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
     return acc;
 }
 
-/* MR x NR accumulators in registers; per group, NR/16 vectors of B' and MR broadcast dwords of A'. */
-static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
-    (void)rows;
-    __m512i acc[GEMM_MR][VECTORS];
-    for (int m = 0; m < GEMM_MR; m++)
-        for (int j = 0; j < VECTORS; j++) acc[m][j] = _mm512_setzero_si512();
-    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
-        __m512i bv[VECTORS];
-        for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
-        for (int m = 0; m < GEMM_MR; m++) {
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* `rows` x NR accumulators in registers, in `sets` sets that take turns by group (a row's chains of
+ * dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
+ * instruction's latency, not on B's bytes); per group, NR/16 vectors of B' and `rows` broadcast
+ * dwords of A'. A tile of fewer real rows is computed for them alone: a matrix-vector product
+ * does one vpdpbusd per 64 bytes of B, not MR. */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile,
+                                   const int rows, const int sets) {
+    __m512i acc[4][GEMM_MR][VECTORS];
+    for (int s = 0; s < sets; s++)
+        for (int m = 0; m < rows; m++)
+            for (int j = 0; j < VECTORS; j++) acc[s][m][j] = _mm512_setzero_si512();
+    ptrdiff_t g = 0;
+    for (; g + sets <= groups; g += sets)
+        for (int s = 0; s < sets; s++, a += 4, b += GEMM_NR * 4) {
+            __m512i bv[VECTORS];
+            for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
+            for (int m = 0; m < rows; m++) {
+                int32_t word;
+                memcpy(&word, a + m * lda, 4);
+                const __m512i av = _mm512_set1_epi32(word);
+                for (int j = 0; j < VECTORS; j++) acc[s][m][j] = dpbusd(acc[s][m][j], av, bv[j]);
+            }
+        }
+    for (; g < groups; g++, a += 4, b += GEMM_NR * 4) /* the last groups, fewer than `sets` */
+        for (int m = 0; m < rows; m++) {
             int32_t word;
             memcpy(&word, a + m * lda, 4);
             const __m512i av = _mm512_set1_epi32(word);
-            for (int j = 0; j < VECTORS; j++) acc[m][j] = dpbusd(acc[m][j], av, bv[j]);
+            for (int j = 0; j < VECTORS; j++)
+                acc[0][m][j] = dpbusd(acc[0][m][j], av, _mm512_load_si512((const void *)(b + 64 * j)));
         }
+    for (int m = 0; m < rows; m++)
+        for (int j = 0; j < VECTORS; j++) {
+            __m512i sum = acc[0][m][j];
+            for (int s = 1; s < sets; s++) sum = _mm512_add_epi32(sum, acc[s][m][j]);
+            _mm512_store_si512((void *)(tile + m * GEMM_NR + 16 * j), sum);
+        }
+}
+
+static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+    switch (rows) {
+    case 1: dot_rows(a, lda, b, groups, tile, 1, 4); break;
+    case 2: dot_rows(a, lda, b, groups, tile, 2, 4); break;
+    case 3: dot_rows(a, lda, b, groups, tile, 3, 2); break;
+    case 4: dot_rows(a, lda, b, groups, tile, 4, 2); break;
+    case 5: dot_rows(a, lda, b, groups, tile, 5, 1); break;
+    case 6: dot_rows(a, lda, b, groups, tile, 6, 1); break;
+    case 7: dot_rows(a, lda, b, groups, tile, 7, 1); break;
+    default: dot_rows(a, lda, b, groups, tile, GEMM_MR, 1); break;
     }
-    for (int m = 0; m < GEMM_MR; m++)
-        for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(tile + m * GEMM_NR + 16 * j), acc[m][j]);
 }
 
 static inline __m512d rounded(__m512d x) { return _mm512_roundscale_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
