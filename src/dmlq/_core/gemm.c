@@ -373,7 +373,7 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
  * within a step (a stride of 4 KiB, 2 KiB, ...) are taken fewer at a time, none asked for ahead. */
 enum {
     ROW_MAJOR_TILE_INTS = 4096,
-    ROW_MAJOR_TILE = GEMM_MR * 16, /* a column tail's tile */
+    ROW_MAJOR_TILE = GEMM_MR * 32, /* a column tail's tile (NR up to 32) */
     ROW_MAJOR_PAIRS = 8,
     ALIASED_PAIRS = 4
 };
@@ -734,17 +734,18 @@ static int packs_ahead(const gemm_context *c, int threads) {
            c->m_panels * c->a_panel_bytes + b_bytes <= PACK_AHEAD_BYTES;
 }
 
-/* The kernels of one multiply: its packed B's, else the level's. The VNNI and AMX sets have no
- * direct kernel; up to DIRECT_FEW_ROWS rows, AVX2's (which every such CPU runs) reads B once where
- * packing it would read it twice and write it once, and a product of so few rows waits on B's
- * bytes, not on multiplies. Not measured on such a CPU: more rows stay with their own tiles. */
+/* The kernels of one multiply: its packed B's, else the level's. The VNNI level reads a row-major B
+ * in place with its own direct kernel (dmlq_gemm_vnni_rows), which has no packed one. The AMX set
+ * has no direct kernel; up to DIRECT_FEW_ROWS rows, AVX2's (which every such CPU runs) reads B once
+ * where packing it would read it twice and write it once, and a product of so few rows waits on
+ * B's bytes, not on multiplies. Not measured on such a CPU: more rows stay with their own tiles. */
 static const gemm_kernels *kernels_for(const dmlq_gemm_problem *p) {
     if (p->packed_b) return p->packed_b->kernels;
     const gemm_kernels *level = kernels_for_level();
 #if DMLQ_X86
-    const gemm_kernels *direct = &dmlq_gemm_avx2;
-    if (!level->dot_row_major && level != &dmlq_gemm_portable && p->m <= DIRECT_FEW_ROWS &&
-        reads_b_directly(p, direct, padded_groups(direct, p->k)))
+    const gemm_kernels *direct = level == &dmlq_gemm_vnni ? &dmlq_gemm_vnni_rows : &dmlq_gemm_avx2;
+    if (level == &dmlq_gemm_vnni && reads_b_directly(p, direct, padded_groups(direct, p->k))) return direct;
+    if (level == &dmlq_gemm_amx && p->m <= DIRECT_FEW_ROWS && reads_b_directly(p, direct, padded_groups(direct, p->k)))
         return direct;
 #endif
     return level;

@@ -106,6 +106,9 @@ extern const gemm_kernels dmlq_gemm_portable;
 extern const gemm_kernels dmlq_gemm_avx2;
 extern const gemm_kernels dmlq_gemm_vnni;
 extern const gemm_kernels dmlq_gemm_amx; /* its `dot` is NULL where the compiler has no AMX */
+extern const gemm_kernels dmlq_gemm_vnni_rows; /* the VNNI level's B read in place, and nothing else */
+void dmlq_gemm_pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                                     ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
 void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
 void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
 #endif
