@@ -273,6 +273,8 @@ typedef struct {
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
     packed_operands *packed; /* one per thread, or one shared */
+    ptrdiff_t k_shares;      /* > 1: each B panel's K is split into this many shares (split_k_shares) */
+    int64_t *partials;       /* their sums, [panel][share][MR * NR] */
     ptrdiff_t *counters;     /* work claimed so far: batches, or per batch and range its packing and tiles */
     ptrdiff_t counter_stride; /* ranges per batch and phase (the requested thread count) */
 } gemm_context;
@@ -456,6 +458,57 @@ static void compute_block(const gemm_context *c, const packed_operands *pk, ptrd
         for (ptrdiff_t n = nb; n < end; n++) compute_tile(c, pk, batch, m, n);
 }
 
+/* A few rows against fewer B panels than threads would leave threads idle: instead every panel's
+ * K is split into k_shares shares, each share's exact dot products (in int32 chunks, added in
+ * int64) computed apart, a (share, panel) per claim; once all are in, each panel's shares are added
+ * (exact) and requantized, a panel per claim. Only one batch, A in one panel. */
+static void dot_share(const gemm_context *c, ptrdiff_t unit) {
+    const int mr = c->kernels->mr, nr = c->kernels->nr;
+    const ptrdiff_t panel = unit / c->k_shares, share = unit % c->k_shares, steps = c->groups / c->kernels->group_multiple;
+    const ptrdiff_t first = steps * share / c->k_shares * c->kernels->group_multiple;
+    const ptrdiff_t end = steps * (share + 1) / c->k_shares * c->kernels->group_multiple;
+    ptrdiff_t lda;
+    const uint8_t *a = a_panel(c, c->packed, 0, 0, &lda);
+    const int8_t *b = b_panels(c, c->packed, 0) + panel * c->b_panel_bytes;
+    int64_t *sums = c->partials + unit * GEMM_MAX_TILE;
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE];
+    const int rows = (int)min_size(mr, c->p->m);
+    for (int i = 0; i < mr * nr; i++) sums[i] = 0;
+    for (ptrdiff_t g = first; g < end; g += GEMM_CHUNK_GROUPS) {
+        c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, end - g),
+                        rows, dots);
+        for (int i = 0; i < rows * nr; i++) sums[i] += dots[i];
+    }
+}
+
+static void requantize_shares(const gemm_context *c, ptrdiff_t panel) {
+    const dmlq_gemm_problem *p = c->p;
+    const int mr = c->kernels->mr, nr = c->kernels->nr;
+    const ptrdiff_t n0 = panel * nr;
+    const gemm_tile tile = {0, n0, min_size(mr, p->m), min_size(nr, p->n - n0), nr, p->out + p->out_offsets[0] + n0 * p->out_col,
+                            p->out_row, p->out_col, c->packed->row_sums, b_column_sums(c, c->packed, 0)};
+    int64_t sums[GEMM_MAX_TILE] = {0};
+    for (ptrdiff_t share = 0; share < c->k_shares; share++) {
+        const int64_t *part = c->partials + (panel * c->k_shares + share) * GEMM_MAX_TILE;
+        for (int i = 0; i < tile.rows * nr; i++) sums[i] += part[i];
+    }
+    if (c->groups > GEMM_CHUNK_GROUPS) {
+        store_requantized(sums, &tile, &c->q);
+        return;
+    }
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE]; /* the whole dot product fits in int32 (gemm.h) */
+    for (int i = 0; i < tile.rows * nr; i++) dots[i] = (int32_t)sums[i];
+    c->kernels->requantize(dots, &tile, &c->q);
+}
+
+static void compute_split_k(const gemm_context *c, ptrdiff_t *counters, int threads) {
+    const ptrdiff_t units = c->n_panels * c->k_shares;
+    for (ptrdiff_t unit = dmlq_claim(&counters[0]); unit < units; unit = dmlq_claim(&counters[0])) dot_share(c, unit);
+    dmlq_barrier(threads);
+    for (ptrdiff_t panel = dmlq_claim(&counters[1]); panel < c->n_panels; panel = dmlq_claim(&counters[1]))
+        requantize_shares(c, panel);
+}
+
 static void run_batches_per_thread(const gemm_context *c, int thread) {
     packed_operands *pk = &c->packed[thread];
     const dmlq_gemm_problem *p = c->p;
@@ -548,7 +601,10 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
         }
         a_offset = p->a_offsets[batch];
         b_offset = p->b_offsets[batch];
-        claim_own_range_first(&w, counters + c->counter_stride, thread, compute_units, compute_unit);
+        if (c->k_shares > 1)
+            compute_split_k(c, counters + c->counter_stride, threads);
+        else
+            claim_own_range_first(&w, counters + c->counter_stride, thread, compute_units, compute_unit);
     }
 }
 
@@ -658,13 +714,14 @@ static void *carve(layout *l, size_t bytes) {
     return piece;
 }
 
-/* The workspace's pieces: the quantization vectors, then each thread's packed operands. */
+/* The workspace's pieces: the quantization vectors, the split K's sums, then each thread's packed operands. */
 static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, int buffers, double **doubles,
-                    float **floats, int32_t **zeros) {
+                    float **floats, int32_t **zeros, int64_t **partials) {
     const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
     *floats = carve(l, sizeof(float) * (size_t)(rows + columns));
     *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
+    *partials = carve(l, sizeof(int64_t) * GEMM_MAX_TILE * (size_t)(c->k_shares > 1 ? c->n_panels * c->k_shares : 0));
     for (int i = 0; i < buffers; i++) {
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
@@ -751,6 +808,20 @@ static const gemm_kernels *kernels_for(const dmlq_gemm_problem *p) {
     return level;
 }
 
+/* K's shares per B panel (1: K is not split): one per thread where a few rows (one A panel) meet
+ * fewer B panels than threads and at least SPLIT_K_BYTES of them, so that waking a thread pays.
+ * Not for the AMX kernel, which keeps its own course. */
+enum { SPLIT_K_BYTES = 256 * 1024 };
+
+static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
+    const int few_panels = c->m_panels == 1 && c->n_panels < threads && c->p->batches == 1 && !c->b_in_place;
+    const int worth_it = c->n_panels * c->b_panel_bytes >= SPLIT_K_BYTES && c->groups >= threads * c->kernels->group_multiple;
+#if DMLQ_X86
+    if (c->kernels == &dmlq_gemm_amx) return 1;
+#endif
+    return threads > 1 && few_panels && worth_it ? threads : 1;
+}
+
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = kernels_for(p)};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
@@ -764,20 +835,21 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.b_panel_bytes = c.groups * nr * 4;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
+    c.k_shares = split_k_shares(&c, threads);
     const int buffers = c.per_thread_batches ? threads : 1;
     packed_operands *packed = calloc((size_t)buffers, sizeof(packed_operands));
     double *doubles;
     float *floats;
     int32_t *zeros;
     layout measured = {NULL, 0};
-    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros);
+    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
     int kept = 0;
     layout l = {packed ? workspace_take(measured.used, &kept) : NULL, 0};
     c.counter_stride = threads;
     c.counters = calloc((size_t)(2 * p->batches * threads), sizeof(ptrdiff_t));
     const int status = l.base && c.counters ? 0 : -1;
     if (status == 0) {
-        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
+        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
         fill_quantization(&c, doubles, floats, zeros);
         if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
             memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
