@@ -132,11 +132,14 @@ static inline __m512i corrected_sums(__m512i dot, const column_block *column, __
     return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
 }
 
-void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *quantization) {
     if (t->out_col != 1) {
-        dmlq_gemm_requantize_portable(dot, t, q);
+        dmlq_gemm_requantize_portable(dot, t, quantization);
         return;
     }
+    /* A copy the output's stores cannot alias (they are char stores): its flags stay in registers
+     * instead of being read again for every vector. */
+    const gemm_quantization local = *quantization, *q = &local;
     const __m512i k = _mm512_set1_epi32((int32_t)q->k);
     const int blocks = (int)((t->columns + 15) / 16);
     column_block column[MAX_COLUMN_BLOCKS];
