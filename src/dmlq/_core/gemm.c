@@ -768,15 +768,16 @@ static void workspace_give(char *memory, int kept) {
 }
 
 /* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
- * it first (which reads and writes it all, then reads it again). Up to 4 rows always; from 5 rows on
- * (up to the kernels' row_major_rows) the packed kernels' taller tiles win back the packing while B
- * stays in the caches, the more so the more rows, so B is read in place only from
- * DIRECT_BYTES_PER_ROW bytes per row beyond 3 on (measured: 8 MiB for 5 rows, 20 MiB for 8). */
-enum { DIRECT_FEW_ROWS = 4, DIRECT_BYTES_PER_ROW = 4 << 20 };
+ * it first (which reads and writes it all, then reads it again). Up to the kernels'
+ * row_major_rows_always rows always; beyond (up to row_major_rows) the packed kernels' taller tiles
+ * may win back the packing while B stays in the caches, the more so the more rows, so B is read in
+ * place only from DIRECT_BYTES_PER_ROW bytes per row beyond 3 on (AVX2's, measured on Zen 3: 8 MiB
+ * for 5 rows, 20 MiB for 8). */
+enum { DIRECT_BYTES_PER_ROW = 4 << 20 };
 
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
-    const int rows_fit = p->m <= DIRECT_FEW_ROWS || (p->m <= kernels->row_major_rows &&
-                                                     p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
+    const int rows_fit = p->m <= kernels->row_major_rows_always ||
+                         (p->m <= kernels->row_major_rows && p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
            p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
 }
@@ -793,7 +794,7 @@ static int packs_ahead(const gemm_context *c, int threads) {
 
 /* The kernels of one multiply: its packed B's, else the level's. The VNNI level reads a row-major B
  * in place with its own direct kernel (dmlq_gemm_vnni_rows), which has no packed one. The AMX set
- * has no direct kernel; up to DIRECT_FEW_ROWS rows, AVX2's (which every such CPU runs) reads B once
+ * has no direct kernel; up to row_major_rows_always rows, AVX2's (which every such CPU runs) reads B once
  * where packing it would read it twice and write it once, and a product of so few rows waits on
  * B's bytes, not on multiplies. Not measured on such a CPU: more rows stay with their own tiles. */
 static const gemm_kernels *kernels_for(const dmlq_gemm_problem *p) {
@@ -802,7 +803,8 @@ static const gemm_kernels *kernels_for(const dmlq_gemm_problem *p) {
 #if DMLQ_X86
     const gemm_kernels *direct = level == &dmlq_gemm_vnni ? &dmlq_gemm_vnni_rows : &dmlq_gemm_avx2;
     if (level == &dmlq_gemm_vnni && reads_b_directly(p, direct, padded_groups(direct, p->k))) return direct;
-    if (level == &dmlq_gemm_amx && p->m <= DIRECT_FEW_ROWS && reads_b_directly(p, direct, padded_groups(direct, p->k)))
+    if (level == &dmlq_gemm_amx && p->m <= direct->row_major_rows_always &&
+        reads_b_directly(p, direct, padded_groups(direct, p->k)))
         return direct;
 #endif
     return level;

@@ -81,6 +81,7 @@ typedef struct {
                              ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
     void (*row_major_in_order)(int32_t *tile, ptrdiff_t panels);
     int row_major_rows;
+    int row_major_rows_always; /* up to this many rows, B is read in place at any size (gemm.c) */
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
     /* Packs an A' panel in the kernel's own layout and sums its rows, where the kernel has one

@@ -460,7 +460,8 @@ const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a
                                      .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
                                      .pack_a_row_major = dmlq_gemm_pack_a_row_major_avx2,
                                      .row_major_in_order = row_major_in_order_avx2,
-                                     .row_major_rows = ROW_MAJOR_ROWS, .requantize = requantize_avx2,
+                                     .row_major_rows = ROW_MAJOR_ROWS, .row_major_rows_always = 4,
+                                     .requantize = requantize_avx2,
                                      .pack_a = pack_a_avx2, .column_sums = column_sums_avx2,
                                      .pack_b_pairs = pack_b_pairs_avx2};
 
