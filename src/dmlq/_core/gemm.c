@@ -186,12 +186,18 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
     memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
-    const int direct = kernels->pack_b_pairs && job->b_col == 1;
+    const int direct = (kernels->pack_b_pairs || kernels->pack_b_whole_groups) && job->b_col == 1;
     const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
     if (full_end > first) {
-        kernels->pack_b_pairs(job->panels + first * job->panel_bytes, job->panel_bytes,
-                              (const uint8_t *)job->b + first * nr, job->b_row, 2 * whole_groups, full_end - first,
-                              job->flip, job->column_sums + first * nr);
+        int8_t *panels = job->panels + first * job->panel_bytes;
+        const uint8_t *columns = (const uint8_t *)job->b + first * nr;
+        int32_t *sums = job->column_sums + first * nr;
+        if (kernels->pack_b_pairs)
+            kernels->pack_b_pairs(panels, job->panel_bytes, columns, job->b_row, 2 * whole_groups, full_end - first,
+                                  job->flip, sums);
+        else
+            kernels->pack_b_whole_groups(panels, job->panel_bytes, columns, job->b_row, whole_groups, full_end - first,
+                                         job->flip, sums);
         pack_b_groups(job, first, full_end, whole_groups);
         first = full_end;
     }

@@ -200,10 +200,61 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
     }
 }
 
+/* Whole groups of whole panels of a row-major B with contiguous columns (gemm.h's
+ * pack_b_whole_groups): per group, the 4 rows' 48 bytes in zmm, flipped, interleaved into columns of
+ * 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
+ * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
+ * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
+ * groups takes every panel in turn while its rows' lines stay in L1. */
+enum { PACK_BLOCK_GROUPS = 32 };
+
+static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
+                                     ptrdiff_t groups, ptrdiff_t panels, uint8_t flip, int32_t *sums) {
+    const __m512i flips = _mm512_set1_epi8((char)flip), ones = _mm512_set1_epi8(1);
+    const __mmask64 row_bytes = ((__mmask64)1 << GEMM_NR) - 1;
+    for (ptrdiff_t g0 = 0; g0 < groups; g0 += PACK_BLOCK_GROUPS) {
+        const ptrdiff_t end = g0 + PACK_BLOCK_GROUPS < groups ? g0 + PACK_BLOCK_GROUPS : groups;
+        for (ptrdiff_t panel = 0; panel < panels; panel++) {
+            const uint8_t *columns = b + panel * GEMM_NR;
+            int8_t *out = dst + panel * panel_bytes;
+            __m512i acc[VECTORS];
+            for (int j = 0; j < VECTORS; j++) acc[j] = _mm512_setzero_si512();
+            for (ptrdiff_t g = g0; g < end; g++) {
+                if (g + PACK_BLOCK_GROUPS < groups) /* this panel's bytes of the next block's rows */
+                    for (int t = 0; t < 4; t++) {
+                        const char *ahead = (const char *)columns + (4 * (g + PACK_BLOCK_GROUPS) + t) * b_row;
+                        _mm_prefetch(ahead, _MM_HINT_T0);
+                        _mm_prefetch(ahead + GEMM_NR - 1, _MM_HINT_T0);
+                    }
+                __m512i r[4];
+                for (int t = 0; t < 4; t++)
+                    r[t] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(row_bytes, columns + (4 * g + t) * b_row), flips);
+                const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
+                const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
+                const __m512i v0 = _mm512_unpacklo_epi16(low01, low23), v1 = _mm512_unpackhi_epi16(low01, low23);
+                const __m512i v2 = _mm512_unpacklo_epi16(high01, high23), v3 = _mm512_unpackhi_epi16(high01, high23);
+                const __m512i t0 = _mm512_shuffle_i64x2(v0, v1, 0x44), t1 = _mm512_shuffle_i64x2(v2, v3, 0x44);
+                const __m512i t2 = _mm512_shuffle_i64x2(v0, v1, 0xee), t3 = _mm512_shuffle_i64x2(v2, v3, 0xee);
+                const __m512i packed[VECTORS] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
+                                                 _mm512_shuffle_i64x2(t2, t3, 0x88)};
+                for (int j = 0; j < VECTORS; j++) {
+                    _mm512_store_si512((void *)(out + g * GEMM_NR * 4 + 64 * j), packed[j]);
+                    acc[j] = _mm512_dpbusd_epi32(acc[j], ones, packed[j]);
+                }
+            }
+            for (int j = 0; j < VECTORS; j++) {
+                int32_t *column = sums + panel * GEMM_NR + 16 * j;
+                _mm512_storeu_si512((void *)column, _mm512_add_epi32(_mm512_loadu_si512((const void *)column), acc[j]));
+            }
+        }
+    }
+}
+
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
                                      .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
                                      .row_sums = row_sums_vnni,
-                                     .column_sums = dmlq_gemm_column_sums_vnni};
+                                     .column_sums = dmlq_gemm_column_sums_vnni,
+                                     .pack_b_whole_groups = pack_b_whole_groups_vnni};
 
 DMLQ_END_TARGET
 #endif
