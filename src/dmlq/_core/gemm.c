@@ -7,7 +7,9 @@
  * its requantization, straight into the output. A few rows of A with one row-major B instead read
  * B where it lies, in blocks of columns (compute_row_major). Threads either claim whole batches
  * (many batches) or share each batch's packing and tiles, claiming panels and tile rows one at a
- * time; in both cases one thread computes each output element, with the same arithmetic.
+ * time, or, for a few rows against fewer B panels than threads, shares of K (compute_split_k); in
+ * every case the integer sums are exact and one thread requantizes each output element, with the
+ * same arithmetic, so the result does not depend on the thread count.
  */
 #include <float.h>
 #include <stdlib.h>

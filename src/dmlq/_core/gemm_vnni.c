@@ -1,4 +1,5 @@
-/* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products and a vectorised requantization. */
+/* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products of 1-8 rows, a vectorised
+ * requantization and the packing of B. (A few rows with a row-major B read in place: gemm_vnni_rows.c.) */
 #include "gemm.h"
 
 #if DMLQ_X86
