@@ -472,9 +472,9 @@ static void compute_block(const gemm_context *c, const packed_operands *pk, ptrd
  * (exact) and requantized, a panel per claim. Only one batch, A in one panel. */
 static void dot_share(const gemm_context *c, ptrdiff_t unit) {
     const int mr = c->kernels->mr, nr = c->kernels->nr;
-    const ptrdiff_t panel = unit / c->k_shares, share = unit % c->k_shares, steps = c->groups / c->kernels->group_multiple;
-    const ptrdiff_t first = steps * share / c->k_shares * c->kernels->group_multiple;
-    const ptrdiff_t end = steps * (share + 1) / c->k_shares * c->kernels->group_multiple;
+    const int step = c->kernels->group_multiple;
+    const ptrdiff_t panel = unit / c->k_shares, share = unit % c->k_shares, steps = c->groups / step;
+    const ptrdiff_t first = steps * share / c->k_shares * step, end = steps * (share + 1) / c->k_shares * step;
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, c->packed, 0, 0, &lda);
     const int8_t *b = b_panels(c, c->packed, 0) + panel * c->b_panel_bytes;
@@ -493,8 +493,9 @@ static void requantize_shares(const gemm_context *c, ptrdiff_t panel) {
     const dmlq_gemm_problem *p = c->p;
     const int mr = c->kernels->mr, nr = c->kernels->nr;
     const ptrdiff_t n0 = panel * nr;
-    const gemm_tile tile = {0, n0, min_size(mr, p->m), min_size(nr, p->n - n0), nr, p->out + p->out_offsets[0] + n0 * p->out_col,
-                            p->out_row, p->out_col, c->packed->row_sums, b_column_sums(c, c->packed, 0)};
+    const gemm_tile tile = {0, n0, min_size(mr, p->m), min_size(nr, p->n - n0), nr,
+                            p->out + p->out_offsets[0] + n0 * p->out_col, p->out_row, p->out_col,
+                            c->packed->row_sums, b_column_sums(c, c->packed, 0)};
     int64_t sums[GEMM_MAX_TILE] = {0};
     for (ptrdiff_t share = 0; share < c->k_shares; share++) {
         const int64_t *part = c->partials + (panel * c->k_shares + share) * GEMM_MAX_TILE;
@@ -784,8 +785,8 @@ static void workspace_give(char *memory, int kept) {
 enum { DIRECT_BYTES_PER_ROW = 4 << 20 };
 
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
-    const int rows_fit = p->m <= kernels->row_major_rows_always ||
-                         (p->m <= kernels->row_major_rows && p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
+    const int large = p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW;
+    const int rows_fit = p->m <= kernels->row_major_rows_always || (p->m <= kernels->row_major_rows && large);
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
            p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
 }
@@ -825,7 +826,8 @@ enum { SPLIT_K_BYTES = 256 * 1024 };
 
 static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
     const int few_panels = c->m_panels == 1 && c->n_panels < threads && c->p->batches == 1 && !c->b_in_place;
-    const int worth_it = c->n_panels * c->b_panel_bytes >= SPLIT_K_BYTES && c->groups >= threads * c->kernels->group_multiple;
+    const int worth_it =
+        c->n_panels * c->b_panel_bytes >= SPLIT_K_BYTES && c->groups >= threads * c->kernels->group_multiple;
 #if DMLQ_X86
     if (c->kernels == &dmlq_gemm_amx) return 1;
 #endif
