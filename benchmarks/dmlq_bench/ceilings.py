@@ -9,14 +9,12 @@ best of ``SAMPLES`` runs of at least ``SAMPLE_SECONDS`` each.
   L1 and broadcast, one accumulator per row and vector): ``vpdpbusd`` zmm at ``avx512_vnni`` (64 u8
   x s8 products), ``vpmaddwd`` + ``vpaddd`` ymm at ``avx2`` and ``avx512`` (16 exact int16 products;
   both levels multiply with the AVX2 kernel), and SSE2 ``pmaddwd`` + ``paddd`` at ``portable`` (what
-  its C loop compiles to on x86-64). None where no loop stands for the level (``amx``: tdpbusd needs
-  the tile state; CPUs other than x86-64).
+  its C loop compiles to on x86-64). None at ``amx``: its tdpbusd needs the tile state, not probed.
 - ``read_bandwidth(size, threads)``: bytes per second at which ``threads`` threads read a buffer of
   ``size`` bytes, each its own share, again and again (read only: a copy would add its writes).
   A buffer the size of B comes from L2, L3 or DRAM as B does in a multiply that streams it.
 
->>> multiply_peak("portable", 1) > 0 and read_bandwidth(1 << 20, 1) > 0  # doctest: +SKIP
-True
+The loops are x86-64 code: elsewhere, and without a C compiler, the probes raise ``CeilingError``.
 """
 
 from __future__ import annotations
