@@ -1,14 +1,17 @@
 /* The machine's own limits, measured by bare loops (built and loaded by ceilings.py, never shipped).
  *
- * Each probe runs on `threads` threads that start together (a spin barrier) and returns the wall
- * time in seconds from that start until the last one is done:
+ * Each probe runs on `threads` threads that start together (a spin barrier) and returns seconds:
  * - dmlq_probe_multiply: `rounds` steps of a kernel's tile on each thread (below): 24 vpdpbusd on zmm
  *   (8 rows x 48 columns, 64 u8 x s8 products each: the VNNI kernel's), 12 vpmaddwd + vpaddd on ymm
  *   (6 x 16, 16 int16 products each: the AVX2 kernel's pair), or 12 pmaddwd + paddd on xmm (SSE2, 8
- *   products each: what the portable kernel compiles to on x86-64);
+ *   products each: what the portable kernel compiles to on x86-64); the seconds are the CPU time of
+ *   the thread that took longest, so that time other programs take from a core is not counted (the
+ *   multipliers are each core's own);
  * - dmlq_probe_read: every thread reads its share of `bytes` bytes (contiguous, a thread's share
  *   after another's) `repeats` times in full cache lines, summing the words so no load is dropped;
- *   nothing is written. A buffer the size of B thus comes from L2, L3 or DRAM as B does.
+ *   nothing is written. A buffer the size of B thus comes from L2, L3 or DRAM as B does. The seconds
+ *   are wall time from the start until the last thread is done: caches and memory are shared, and
+ *   threads that do not overlap would read faster than they can together.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -27,13 +30,14 @@ typedef struct {
     size_t bytes;
     int thread, threads;
     int64_t sink;
+    double cpu_seconds;
 } work;
 
 static int arrived, go;
 
-static double now(void) {
+static double now(clockid_t clock) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -133,6 +137,7 @@ static void *run(void *argument) {
     work *w = argument;
     __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
     while (!__atomic_load_n(&go, __ATOMIC_SEQ_CST)) _mm_pause();
+    const double start = now(CLOCK_THREAD_CPUTIME_ID);
     if (w->buffer) {
         /* shares of whole 256-byte steps, so every thread reads aligned lines */
         const size_t steps = w->bytes / 256, first = steps * w->thread / w->threads * 256;
@@ -147,6 +152,7 @@ static void *run(void *argument) {
                   : w->kind == 1 ? vpmaddwd_rounds(w->rounds, operands)
                                  : pmaddwd_rounds(w->rounds, operands);
     }
+    w->cpu_seconds = now(CLOCK_THREAD_CPUTIME_ID) - start;
     return NULL;
 }
 
@@ -160,15 +166,18 @@ static double timed(int kind, long rounds, const char *buffer, size_t bytes, int
         if (pthread_create(&ids[t], NULL, run, &shares[t])) return -1.0;
     __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&arrived, __ATOMIC_SEQ_CST) < threads) _mm_pause();
-    const double start = now();
+    const double start = now(CLOCK_MONOTONIC);
     __atomic_store_n(&go, 1, __ATOMIC_SEQ_CST);
     run(&shares[0]);
     for (int t = 1; t < threads; t++) pthread_join(ids[t], NULL);
-    const double seconds = now() - start;
+    double seconds = now(CLOCK_MONOTONIC) - start, cpu_seconds = 0.0;
     volatile int64_t keep = 0;
-    for (int t = 0; t < threads; t++) keep += shares[t].sink;
+    for (int t = 0; t < threads; t++) {
+        keep += shares[t].sink;
+        cpu_seconds = shares[t].cpu_seconds > cpu_seconds ? shares[t].cpu_seconds : cpu_seconds;
+    }
     (void)keep;
-    return seconds;
+    return buffer ? seconds : cpu_seconds;
 }
 
 /* kind: 2 vpdpbusd (zmm), 1 vpmaddwd + vpaddd (ymm), 0 pmaddwd + paddd (xmm). */

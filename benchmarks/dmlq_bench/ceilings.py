@@ -4,14 +4,16 @@ The loops are C (``ceilings.c`` beside this file), built with the C compiler Pyt
 on first use and loaded with ctypes; they are the benchmark's, not dmlq's. Each figure is the
 best of ``SAMPLES`` runs of at least ``SAMPLE_SECONDS`` each.
 
-- ``multiply_peak(level, threads)``: GOPS (2 operations per product) of the instruction the level's
+- ``multiply_peak(level, threads)``: GOPS (2 operations per product, per second of each thread's
+  CPU time: another program's turns on a core do not lower it) of the instruction the level's
   matrix multiply kernel is built on, in a loop shaped as the kernel's tile (operands loaded from
   L1 and broadcast, one accumulator per row and vector): ``vpdpbusd`` zmm at ``avx512_vnni`` (64 u8
   x s8 products), ``vpmaddwd`` + ``vpaddd`` ymm at ``avx2`` and ``avx512`` (16 exact int16 products;
   both levels multiply with the AVX2 kernel), and SSE2 ``pmaddwd`` + ``paddd`` at ``portable`` (what
   its C loop compiles to on x86-64). None at ``amx``: its tdpbusd needs the tile state, not probed.
-- ``read_bandwidth(size, threads)``: bytes per second at which ``threads`` threads read a buffer of
-  ``size`` bytes, each its own share, again and again (read only: a copy would add its writes).
+- ``read_bandwidth(size, threads)``: bytes per (wall-clock) second at which ``threads`` threads read a
+  buffer of ``size`` bytes, each its own share, again and again (read only: a copy would add its
+  writes).
   A buffer the size of B comes from L2, L3 or DRAM as B does in a multiply that streams it.
 
 The loops are x86-64 code: elsewhere, and without a C compiler, the probes raise ``CeilingError``.
