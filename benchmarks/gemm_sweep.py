@@ -117,14 +117,13 @@ class Runner:
 
 
 def measure_limits(args: argparse.Namespace) -> dict[str, Any]:
-    """The read bandwidth of every B (rows with M <= 8 need it) and every level's peak (the others do)."""
-    limits: dict[str, Any] = {"bandwidth": {}, "peak": {}, "peak_instruction": {}}
+    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it)."""
+    instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
+    limits: dict[str, Any] = {"bandwidth": {}, "peak": sweep.peaks(args.levels, args.threads),
+                              "peak_instruction": instructions}  # fmt: skip
     if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
         for k, n in args.shapes:
             limits["bandwidth"][f"{k}x{n}"] = {"bytes_per_second": sweep.read_bandwidths(k, n, args.threads)}
-    if max(args.m) > sweep.BANDWIDTH_BOUND_M:
-        limits["peak"] = sweep.peaks(args.levels, args.threads)
-        limits["peak_instruction"] = {level: ceilings.multiply_instruction(level) for level in args.levels}
     return limits
 
 
