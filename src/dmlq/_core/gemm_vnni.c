@@ -206,7 +206,8 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
  * 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
  * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
  * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
- * groups takes every panel in turn while its rows' lines stay in L1. */
+ * groups takes every panel in turn while its rows' lines stay in L1; rows a page or more apart escape
+ * the hardware prefetchers, so each panel's pass asks for its bytes of the next block's rows. */
 enum { PACK_BLOCK_GROUPS = 32 };
 
 static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
