@@ -910,12 +910,13 @@ int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
     double *doubles;
     float *floats;
     int32_t *zeros;
+    int64_t *partials; /* none: no split K here */
     layout l = {NULL, 0};
-    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros);
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
     l.base = r->memory = allocate(l.used);
     if (!r->memory) return -1;
     l.used = 0;
-    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros);
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
     fill_quantization(&c, doubles, floats, zeros);
     r->q = c.q;
     r->requantize = c.kernels->requantize;
