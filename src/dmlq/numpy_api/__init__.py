@@ -30,6 +30,7 @@ from .add import add
 from .matrix_multiply import pack_matrix_multiply_b, quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
 from .quantized_add import quantized_linear_add
+from .windows import convolution_integer, quantized_linear_average_pooling, quantized_linear_convolution
 
 __all__ = [
     "quantize_linear",
@@ -38,4 +39,7 @@ __all__ = [
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",
     "pack_matrix_multiply_b",
+    "quantized_linear_convolution",
+    "convolution_integer",
+    "quantized_linear_average_pooling",
 ]
