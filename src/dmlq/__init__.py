@@ -5,6 +5,7 @@ Two layers over one engine:
 * the NumPy layer: :func:`quantize_linear`, :func:`dequantize_linear`, :func:`add`,
   :func:`quantized_linear_add`, :func:`quantized_linear_matrix_multiply`, and the rest of the
   quantized family: :func:`quantized_linear_convolution`, :func:`convolution_integer`,
+  :func:`matrix_multiply_integer`, :func:`matrix_multiply_integer_to_float`,
   :func:`quantized_linear_average_pooling`;
 * the DirectML layer: :class:`TensorDesc`, the descriptions in :mod:`dmlq.ops`, and
   :class:`Device` to validate them at a feature level, compile and execute them on buffers.
@@ -22,6 +23,8 @@ from .numpy_api import (
     add,
     convolution_integer,
     dequantize_linear,
+    matrix_multiply_integer,
+    matrix_multiply_integer_to_float,
     pack_matrix_multiply_b,
     quantize_linear,
     quantized_linear_add,
@@ -54,6 +57,8 @@ __all__ = [
     "convolution_integer",
     "dequantize_linear",
     "get_num_threads",
+    "matrix_multiply_integer",
+    "matrix_multiply_integer_to_float",
     "ops",
     "pack_int4",
     "pack_matrix_multiply_b",

@@ -27,6 +27,7 @@ any layout, may alias an input) and then returns ``out``:
 from __future__ import annotations
 
 from .add import add
+from .integer_matrix_multiply import matrix_multiply_integer, matrix_multiply_integer_to_float
 from .matrix_multiply import pack_matrix_multiply_b, quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
 from .quantized_add import quantized_linear_add
@@ -42,4 +43,6 @@ __all__ = [
     "quantized_linear_convolution",
     "convolution_integer",
     "quantized_linear_average_pooling",
+    "matrix_multiply_integer",
+    "matrix_multiply_integer_to_float",
 ]
