@@ -6,7 +6,7 @@ Two layers over one engine:
   :func:`quantized_linear_add`, :func:`quantized_linear_matrix_multiply`, and the rest of the
   quantized family: :func:`quantized_linear_convolution`, :func:`convolution_integer`,
   :func:`matrix_multiply_integer`, :func:`matrix_multiply_integer_to_float`,
-  :func:`quantized_linear_average_pooling`;
+  :func:`dynamic_quantize_linear`, :func:`quantized_linear_average_pooling`;
 * the DirectML layer: :class:`TensorDesc`, the descriptions in :mod:`dmlq.ops`, and
   :class:`Device` to validate them at a feature level, compile and execute them on buffers.
 
@@ -23,6 +23,7 @@ from .numpy_api import (
     add,
     convolution_integer,
     dequantize_linear,
+    dynamic_quantize_linear,
     matrix_multiply_integer,
     matrix_multiply_integer_to_float,
     pack_matrix_multiply_b,
@@ -56,6 +57,7 @@ __all__ = [
     "calc_buffer_tensor_size",
     "convolution_integer",
     "dequantize_linear",
+    "dynamic_quantize_linear",
     "get_num_threads",
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",

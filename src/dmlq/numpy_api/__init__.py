@@ -27,6 +27,7 @@ any layout, may alias an input) and then returns ``out``:
 from __future__ import annotations
 
 from .add import add
+from .dynamic_quantize import dynamic_quantize_linear
 from .integer_matrix_multiply import matrix_multiply_integer, matrix_multiply_integer_to_float
 from .matrix_multiply import pack_matrix_multiply_b, quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
@@ -45,4 +46,5 @@ __all__ = [
     "quantized_linear_average_pooling",
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",
+    "dynamic_quantize_linear",
 ]
