@@ -6,7 +6,7 @@ Two layers over one engine:
   :func:`quantized_linear_add`, :func:`quantized_linear_matrix_multiply`, and the rest of the
   quantized family: :func:`quantized_linear_convolution`, :func:`convolution_integer`,
   :func:`matrix_multiply_integer`, :func:`matrix_multiply_integer_to_float`,
-  :func:`dynamic_quantize_linear`, :func:`quantized_linear_average_pooling`;
+  :func:`dynamic_quantize_linear`, :func:`quantized_linear_average_pooling`, :func:`gemm`;
 * the DirectML layer: :class:`TensorDesc`, the descriptions in :mod:`dmlq.ops`, and
   :class:`Device` to validate them at a feature level, compile and execute them on buffers.
 
@@ -24,6 +24,7 @@ from .numpy_api import (
     convolution_integer,
     dequantize_linear,
     dynamic_quantize_linear,
+    gemm,
     matrix_multiply_integer,
     matrix_multiply_integer_to_float,
     pack_matrix_multiply_b,
@@ -58,6 +59,7 @@ __all__ = [
     "convolution_integer",
     "dequantize_linear",
     "dynamic_quantize_linear",
+    "gemm",
     "get_num_threads",
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",

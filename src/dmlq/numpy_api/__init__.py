@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from .add import add
 from .dynamic_quantize import dynamic_quantize_linear
+from .gemm import gemm
 from .integer_matrix_multiply import matrix_multiply_integer, matrix_multiply_integer_to_float
 from .matrix_multiply import pack_matrix_multiply_b, quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
@@ -47,4 +48,5 @@ __all__ = [
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",
     "dynamic_quantize_linear",
+    "gemm",
 ]
