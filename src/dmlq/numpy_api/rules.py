@@ -400,13 +400,12 @@ def channel_parameter(value: np.ndarray | None, name: str, shape: tuple[int, ...
     if value.size == 1:
         return value.reshape((1,) * ndim)
     padded = (1,) * (ndim - value.ndim) + value.shape
+    allowed = f"per-tensor or per-channel {(shape[axis],) + (1,) * (ndim - axis - 1)} only"
     if any(size not in (1, n) for size, n in zip(padded, shape)):
-        raise DmlError(f"{name}: shape {value.shape} does not broadcast against {partner}'s {shape}")
+        raise DmlError(f"{name}: shape {value.shape} does not broadcast against {partner}'s {shape}; {allowed}")
     varying = [d for d, size in enumerate(padded) if size != 1 and d != axis]
     if varying:
-        channels = (shape[axis],) + (1,) * (ndim - axis - 1)
-        raise DmlError(f"{name}: shape {value.shape} varies along {partner}'s axis {varying[0]}; "
-                       f"per-tensor or per-channel {channels} only")  # fmt: skip
+        raise DmlError(f"{name}: shape {value.shape} varies along {partner}'s axis {varying[0]}; {allowed}")
     return value.reshape(1, -1, *(1,) * (ndim - 2))
 
 
