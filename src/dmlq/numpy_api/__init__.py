@@ -9,10 +9,14 @@ one C call that takes only what those rules accept unchanged (:mod:`dmlq.numpy_a
 
 One module per operator group: :mod:`~dmlq.numpy_api.quantize` (``quantize_linear``,
 ``dequantize_linear``, 4-bit and blockwise), :mod:`~dmlq.numpy_api.add`,
-:mod:`~dmlq.numpy_api.quantized_add`, :mod:`~dmlq.numpy_api.matrix_multiply` (with packing);
-:mod:`~dmlq.numpy_api.compiling` describes arrays and caches the compiled operators. Another
-operator group is one more module: its functions with their operator's own rules (its support
-table read by ``compiling.supported_dtypes``, the shared rules called from ``rules``), exported here.
+:mod:`~dmlq.numpy_api.quantized_add`, :mod:`~dmlq.numpy_api.matrix_multiply` (with packing),
+:mod:`~dmlq.numpy_api.windows` (the two integer convolutions and the quantized average pooling),
+:mod:`~dmlq.numpy_api.integer_matrix_multiply` (to int32 and to floats),
+:mod:`~dmlq.numpy_api.dynamic_quantize`, :mod:`~dmlq.numpy_api.gemm`;
+:mod:`~dmlq.numpy_api.compiling` describes arrays, caches the compiled operators and names an
+operator's refusal by the NumPy argument of its field (``compiling.computed``). Another operator
+group is one more module: its functions with their operator's own rules (its support table read by
+``compiling.supported_dtypes``, the shared rules called from ``rules``), exported here.
 ``docs/arguments.md`` states every rule and where it lives.
 
 Every function takes ``out=`` with NumPy's rules (exactly the result's shape and dtype, writable,
