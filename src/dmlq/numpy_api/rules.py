@@ -402,7 +402,8 @@ def channel_parameter(value: np.ndarray | None, name: str, shape: tuple[int, ...
     padded = (1,) * (ndim - value.ndim) + value.shape
     allowed = f"per-tensor or per-channel {(shape[axis],) + (1,) * (ndim - axis - 1)} only"
     if any(size not in (1, n) for size, n in zip(padded, shape)):
-        raise DmlError(f"{name}: shape {value.shape} does not broadcast against {partner}'s {shape}; {allowed}")
+        against = f"does not broadcast against {partner}'s {shape}"
+        raise DmlError(f"{name}: shape {value.shape} {against}; {allowed}")
     varying = [d for d, size in enumerate(padded) if size != 1 and d != axis]
     if varying:
         raise DmlError(f"{name}: shape {value.shape} varies along {partner}'s axis {varying[0]}; {allowed}")
