@@ -8,6 +8,7 @@ The independent formulas are the ones the operators' own tests check the DirectM
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -34,7 +35,6 @@ from test_quantized_linear_average_pooling import python_formula as pooling_form
 from test_quantized_linear_convolution import exact
 from test_quantized_linear_convolution import operands as convolution_operands
 
-pytestmark = pytest.mark.filterwarnings("ignore:(overflow|invalid value) encountered:RuntimeWarning")
 U8, I8 = np.uint8, np.int8
 CONVOLVE, POOL = dmlq.quantized_linear_convolution, dmlq.quantized_linear_average_pooling
 INTEGER_PRODUCT, FLOAT_PRODUCT = dmlq.matrix_multiply_integer, dmlq.matrix_multiply_integer_to_float
@@ -655,3 +655,12 @@ def test_every_function_is_exported_from_dmlq():
     for name in CALLS:
         assert name in dmlq.__all__ and name in dmlq.numpy_api.__all__
         assert getattr(dmlq, name) is getattr(dmlq.numpy_api, name)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16])
+def test_a_float16_result_beyond_its_range_is_infinity_without_a_warning(dtype):
+    a, b = np.full((1, 300), 255, dtype), np.full((300, 1), 255, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = FLOAT_PRODUCT(a, np.float16(1), None, b, np.float16(1), None)
+    assert result.dtype == np.float16 and result[0, 0] == np.inf
