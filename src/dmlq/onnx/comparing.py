@@ -156,9 +156,10 @@ def compare(
     ours = execute(loaded, feeds, feature_level, keep=values)
     report = Report(seed, drawn)
     report.nodes = [
-        _compare_step(loaded, step, values) if step.mapped else _not_compared(step, values)
+        difference
         for stage in stages(loaded)
         for step in stage.steps
+        for difference in _compare_step(loaded, step, values)
     ]
     checked = checked_inputs(loaded, feeds)
     theirs = _ort_whole(loaded, checked)
@@ -208,25 +209,29 @@ def _ort_whole(
     return dict(zip(model.output_names, session.run(model.output_names, dict(feeds))))
 
 
-def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) -> Difference:
+def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) -> list[Difference]:
+    """Each output of a mapped step against onnxruntime CPU's nodes on the same inputs."""
+    if not step.mapped:
+        return [_not_compared(step, values)]
     feeds = {}
     for node in step.covers:
         for name in node.input:
             if name and name not in model.initializers and name not in feeds and _outside(step, name):
                 feeds[name] = values[name]
-    output = step.outputs[0]
+    outputs = list(step.outputs)
     key = ("step session", id(step), tuple((n, v.dtype) for n, v in feeds.items()))
     session = model.cache.get(key)
     if session is None:
         dtypes = {name: value.dtype for name, value in feeds.items()}
-        session = model.cache[key] = sessions.ort_session(model, list(step.covers), dtypes, [output])
-    theirs = session.run([output], feeds)[0]
-    ours = values[output]
+        session = model.cache[key] = sessions.ort_session(model, list(step.covers), dtypes, outputs)
     described = step.describe(specs(step, values))
-    cause = _step_cause(
-        step, described.warning, values, ours != theirs if ours.shape == theirs.shape else None
-    )
-    return _difference(step.name, output, step.operator.TYPE_NAME, ours, theirs, cause)
+    found = []
+    for output, theirs in zip(outputs, session.run(outputs, feeds)):
+        ours = values[output]
+        differing = ours != theirs if ours.shape == theirs.shape else None
+        cause = _step_cause(step, described.warning, values, differing)
+        found.append(_difference(step.name, output, step.operator_name, ours, theirs, cause))
+    return found
 
 
 def _not_compared(step: Step, values: Mapping[str, np.ndarray]) -> Difference:

@@ -13,7 +13,7 @@ and executes those calls.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -22,12 +22,13 @@ from ..device import CompiledOperator, Device
 from ..errors import DmlError
 from ..int4 import pack_int4, unpack_int4
 from ..ops import OperatorDesc
+from ..tensor import TensorDesc
 from ..threads import get_num_threads
 from ..types import FeatureLevel, TensorFlags
 from . import sessions
 from .loading import Model
 from .staging import Stage, stages
-from .steps import Described, Spec, Step
+from .steps import Node, Output, Source, Spec, Step
 from .verdicts import refusals
 
 __all__ = ["Program", "checked_inputs", "program", "specs"]
@@ -67,7 +68,8 @@ class Program:
             compiled
             for call in self.calls
             if isinstance(call, _MappedCall)
-            for _, compiled in call.compiled.values()
+            for kernel in call.compiled.values()
+            for compiled in kernel.operators
         ]
 
     def sessions(self) -> list:
@@ -122,11 +124,10 @@ class _MappedCall:
     def __init__(self, program: Program, step: Step) -> None:
         self.program = program
         self.step = step
-        self.output = step.outputs[0]
         self.variable = tuple(
             (index, name) for index, name in enumerate(step.inputs) if name and name not in program.constants
         )
-        self.compiled: dict[tuple, tuple[Described, CompiledOperator]] = {}
+        self.compiled: dict[tuple, _Kernel] = {}
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         operands: list[np.ndarray | None] = [None] * len(self.step.inputs)
@@ -136,34 +137,90 @@ class _MappedCall:
             signature.append((value.dtype, value.shape))
             operands[index] = _bindable(value)
         key = tuple(signature)
-        found = self.compiled.get(key)
-        if found is None:
-            found = self.compiled[key] = self._compile(values)
-        described, compiled = found
-        if described.dtype in NIBBLES:
-            packed = np.empty((int(np.prod(described.sizes)) + 1) // 2, np.uint8)
-            compiled.execute(operands, [packed])
-            values[self.output] = unpack_int4(packed, described.shape, described.dtype)
-            return
-        out = np.empty(described.sizes, described.dtype)
-        compiled.execute(operands, [out])
-        values[self.output] = out.reshape(described.shape)
+        kernel = self.compiled.get(key)
+        if kernel is None:
+            kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
+        results = kernel.execute(operands)
+        for name, output in zip(self.step.node.output, kernel.described.outputs):
+            if name:
+                values[name] = _value(results[output.node][output.index], output)
 
-    def _compile(self, values: Mapping[str, np.ndarray]) -> tuple[Described, CompiledOperator]:
-        constants = self.program.constants
-        every = [
-            constants[name] if name in constants else values[name] if name else None
-            for name in self.step.inputs
+
+class _Kernel:
+    """A mapped step's operators compiled for one signature of its operands, as the provider's kernel
+    builds them: constant operands flagged OWNED_BY_DML and bound once (``GraphDescBuilder.cpp``),
+    and the results of operators that read constants alone computed once (the same bits each run)."""
+
+    def __init__(self, program: Program, step: Step, values: Mapping[str, np.ndarray]) -> None:
+        constants = program.constants
+        described = step.describe(specs(step, {**constants, **values}))
+        constant = {index for index, name in enumerate(step.inputs) if name and name in constants}
+        self.operators: list[CompiledOperator] = []
+        self.fixed: dict[int, tuple[np.ndarray, ...]] = {}
+        nodes = []
+        for position, node in enumerate(described.nodes):
+            owned = tuple(index for index, source in enumerate(node.sources) if source in constant)
+            desc = _owned_by_dml(node.desc, owned)
+            compiled = program.device.compile_operator(desc)
+            if owned:
+                compiled.initialize(
+                    [_bindable(constants[step.inputs[source]]) if index in owned else None
+                     for index, source in enumerate(node.sources)]
+                )  # fmt: skip
+            self.operators.append(compiled)
+            nodes.append(Node(desc, node.sources))
+            if all(self._is_fixed(source, constant) for source in node.sources):
+                self.fixed[position] = self._run(position, nodes[-1], [None] * len(step.inputs), self.fixed)
+                for result in self.fixed[position]:
+                    result.flags.writeable = False
+        self.described = dataclasses.replace(described, nodes=tuple(nodes))
+
+    def _is_fixed(self, source: Source, constant: set[int]) -> bool:
+        """Whether a source's value is the same every run: absent, constant, or a fixed result."""
+        return source is None or source in constant or isinstance(source, tuple) and source[0] in self.fixed
+
+    def execute(self, operands: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...]]:
+        """Each operator's outputs (its buffers, in its output fields' order)."""
+        results: list[tuple[np.ndarray, ...]] = []
+        for position, node in enumerate(self.described.nodes):
+            found = self.fixed.get(position)
+            results.append(found if found is not None else self._run(position, node, operands, results))
+        return results
+
+    def _run(
+        self,
+        position: int,
+        node: Node,
+        operands: list[np.ndarray | None],
+        results: Sequence[tuple[np.ndarray, ...]] | Mapping[int, tuple[np.ndarray, ...]],
+    ) -> tuple[np.ndarray, ...]:
+        """Operator ``position`` on the step's operands (None where bound once) and earlier results."""
+        inputs = [
+            None
+            if source is None
+            else results[source[0]][source[1]]
+            if isinstance(source, tuple)
+            else operands[source]
+            for source in node.sources
         ]
-        described = self.step.describe(specs(self.step, {**constants, **values}))
-        owned = tuple(index for index, name in enumerate(self.step.inputs) if name and name in constants)
-        desc = _owned_by_dml(described.desc, owned)
-        compiled = self.program.device.compile_operator(desc)
-        if owned:
-            compiled.initialize(
-                [_bindable(every[index]) if index in owned else None for index in range(len(every))]
-            )
-        return dataclasses.replace(described, desc=desc), compiled
+        buffers = tuple(_buffer(getattr(node.desc, field.name)) for field in node.desc.output_fields())
+        self.operators[position].execute(inputs, buffers)
+        return buffers
+
+
+def _buffer(tensor: TensorDesc) -> np.ndarray:
+    """Memory for an output tensor: its elements, or its packed bytes for a 4-bit type."""
+    dtype = tensor.data_type.dtype
+    if dtype is None:  # the 4-bit types
+        return np.zeros(tensor.addressed_bytes, np.uint8)
+    return np.empty(tensor.addressed_bytes // dtype.itemsize, dtype)
+
+
+def _value(buffer: np.ndarray, output: Output) -> np.ndarray:
+    """A step output as ONNX has it: the description addresses the ONNX output's packed memory."""
+    if output.dtype in NIBBLES:
+        return unpack_int4(buffer, output.shape, output.dtype)
+    return buffer.reshape(output.shape)
 
 
 class _OtherCall:

@@ -35,10 +35,11 @@ DML = "com.microsoft.dml"  # the domain of the provider's own fused nodes (kMSDm
 
 @dataclass(frozen=True)
 class Mapped:
-    """A node the provider computes with one of dmlq's DirectML operators: the operands in the
-    operator's field order ("" for an absent one), the constants the provider adds, the source."""
+    """A node the provider computes with dmlq's DirectML operators (one, or the graph of them its
+    kernel builds, in execution order): the operands the build reads ("" for an absent one), the
+    constants the provider adds, the source."""
 
-    operator: type[OperatorDesc]
+    operators: tuple[type[OperatorDesc], ...]
     build: Build
     inputs: tuple[str, ...]
     source: str

@@ -16,7 +16,7 @@ from ...ops import QuantizedLinearMatrixMultiply
 from ...tensor import TensorDesc
 from ..descs import broadcast, broadcast_desc, data_type, own_desc, padded
 from ..graph import Graph
-from ..steps import Described, Spec
+from ..steps import Described, Spec, described
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -26,7 +26,7 @@ SOURCE = "DmlOperatorQLinearMatMul.cpp"
 
 
 def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
-    return Mapped(QuantizedLinearMatrixMultiply, build, tuple((list(node.input) + [""] * 8)[:8]), SOURCE)
+    return Mapped((QuantizedLinearMatrixMultiply,), build, tuple((list(node.input) + [""] * 8)[:8]), SOURCE)
 
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
@@ -67,4 +67,4 @@ def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
         output_zero_point=quantization(y_zero_point, True),
         output=TensorDesc(data_type(dtype), sizes),
     )
-    return Described(desc, sizes, shape, dtype)
+    return described(desc, sizes, shape, dtype)
