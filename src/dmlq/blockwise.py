@@ -102,9 +102,12 @@ def _normalized_axis(axis: int, ndim: int) -> int:
 
 
 def _zero_point(value: object, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The zero point as ``dtype`` values of ``shape``; one carrying another integer dtype is refused."""
+    """The zero point as ``dtype`` values of ``shape``; one carrying another integer dtype is refused.
+
+    Without one, ONNX's zero point is 0: an unsigned type's is given as 0, since DirectML's SCALE
+    alone means the type's midpoint (:mod:`dmlq.ops.blockwise`), as onnxruntime's provider does."""
     if value is None:
-        return None
+        return None if ml_dtypes.iinfo(dtype).min < 0 else np.zeros(shape, dtype)
     array = np.asarray(value)
     if array.dtype in INTEGER_TYPES and array.dtype != dtype:
         raise DmlError(f"zero_point: dtype {array.dtype} differs from the data's {dtype}")
