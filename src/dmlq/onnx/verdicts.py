@@ -28,7 +28,8 @@ __all__ = ["Verdict", "refusals", "static_specs", "verdict"]
 class Verdict:
     """One step of the model: its nodes, what computes them, and whether DirectML accepts it.
 
-    ``operator`` is DirectML's operator name (``None`` for nodes computed by onnxruntime CPU);
+    ``operator`` is DirectML's operator name, the names joined by " + " where the provider's kernel
+    builds several (``None`` for nodes computed by onnxruntime CPU);
     ``missing`` the DirectML operator(s) the provider runs for those nodes that dmlq does not have
     yet; ``valid`` is None when the shapes are not known before running, False where the provider
     fails to create the kernel or the feature level refuses it; ``warning`` where the provider's

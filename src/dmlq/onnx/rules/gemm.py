@@ -1,5 +1,5 @@
 """Float MatMul (opsets 7, 9, 13) and Gemm (7, 9, 11, 13) on float32 or float16
-(``Operators/OperatorRegistration.cpp``), and the DmlFusedMatMul / DmlFusedGemm the provider's
+(``Operators/OperatorRegistration.cpp``; :mod:`..provider` leaves other types to onnxruntime CPU), and the DmlFusedMatMul / DmlFusedGemm the provider's
 activation fusion makes of them (:mod:`..fusions.activation`), become GEMM (onnxruntime commit
 c4780e65b57e8c7e3f8f184a80c25aabc5530b06):
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import onnx
 
 from ...activations import Activation
@@ -27,21 +26,17 @@ from ...types import MatrixTransform
 from ..descs import attribute, broadcast_desc, data_type, matmul_shapes, own_desc, padded
 from ..graph import Graph
 from ..steps import Described, Spec, described
-from . import DML, Mapped, Unmapped
+from . import DML, Mapped
 from .fused_activation import fused_activation
 
 __all__ = ["NODES", "rule"]
 
 NODES = {("", "MatMul"): None, ("", "Gemm"): None, (DML, "DmlFusedMatMul"): None, (DML, "DmlFusedGemm"): None}
-FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 SOURCES = {"MatMul": "DmlOperatorMatMul.cpp", "Gemm": "DmlOperatorGemm.cpp"}
 
 
-def rule(graph: Graph, node: onnx.NodeProto) -> Mapped | Unmapped:
+def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
     kind = node.op_type.removeprefix("DmlFused")
-    found = graph.dtype(node.input[0])
-    if found is not None and found not in FLOATS:
-        return Unmapped(f"{kind} on {found} is not mapped (float32/float16 only)")
     source = SOURCES[kind] + (" with a fused activation" if node.domain == DML else "")
     inputs = tuple((list(node.input) + [""] * 3)[:3])
     return Mapped((Gemm,), build_matmul if kind == "MatMul" else build_gemm, inputs, source)
