@@ -1,7 +1,7 @@
 """Float MatMul (opsets 7, 9, 13) and Gemm (7, 9, 11, 13) on float32 or float16
-(``Operators/OperatorRegistration.cpp``; :mod:`..provider` leaves other types to onnxruntime CPU), and the DmlFusedMatMul / DmlFusedGemm the provider's
-activation fusion makes of them (:mod:`..fusions.activation`), become GEMM (onnxruntime commit
-c4780e65b57e8c7e3f8f184a80c25aabc5530b06):
+(``Operators/OperatorRegistration.cpp``; :mod:`..provider` leaves other types to onnxruntime CPU),
+and the DmlFusedMatMul / DmlFusedGemm the provider's activation fusion makes of them
+(:mod:`..fusions.activation`), become GEMM (onnxruntime commit c4780e65b57e8c7e3f8f184a80c25aabc5530b06):
 
 * MatMul (``Operators/DmlOperatorMatMul.cpp``): A and B as ``MatMulShapeMapping`` gives them (batches
   broadcast through zero strides, any rank: GEMM's own dimension counts decide), no C, TransA and
