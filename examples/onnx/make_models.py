@@ -7,10 +7,12 @@ format: QLinearMatMul, QLinearAdd), both quantized by ``onnxruntime.quantization
 with calibration data drawn from seed 0, so anyone can regenerate them, and ``matmul_qdq.onnx``
 (one u8 QDQ MatMul with exact float arithmetic: :func:`matmul_qdq`). The functions are also
 what dmlq's tests and ``benchmarks/onnx_models.py`` build their models with: :func:`mlp`,
-:func:`cnn`, :func:`conv_net` (Conv with bias, MaxPool, Gemm, a residual Add), :func:`encoder` (a
+:func:`cnn`, :func:`conv_net` (Conv with bias, MaxPool, Gemm, a residual Add, optionally an
+AveragePool), :func:`encoder` (a
 BERT-like stack: LayerNormalization, MatMul, Softmax, GELU written with Erf), and every
 onnxruntime.quantization route over them (:func:`quantize`, :func:`quantize_dynamic_model`,
-:func:`quantize_nbits`, with ``quant_pre_process`` first when asked).
+:func:`quantize_nbits`, with ``quant_pre_process`` first when asked; :func:`ort_optimized`, a model as
+onnxruntime CPU saves it optimized).
 """
 
 from __future__ import annotations
