@@ -34,8 +34,8 @@ import onnxruntime
 
 import dmlq
 import dmlq.onnx as dx
-from dmlq.onnx.comparing import random_inputs
 from dmlq.device import CompiledOperator
+from dmlq.onnx.comparing import random_inputs
 
 _SPEC = importlib.util.spec_from_file_location(
     "make_models", Path(__file__).parents[1] / "examples" / "onnx" / "make_models.py"

@@ -13,7 +13,9 @@ and executes those calls.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 
 import ml_dtypes
 import numpy as np
@@ -28,7 +30,7 @@ from ..types import FeatureLevel, TensorFlags
 from . import sessions
 from .loading import Model
 from .staging import Stage, stages
-from .steps import Node, Output, Source, Spec, Step
+from .steps import Output, Source, Spec, Step
 from .verdicts import refusals
 
 __all__ = ["Program", "checked_inputs", "program", "specs"]
@@ -141,9 +143,17 @@ class _MappedCall:
         if kernel is None:
             kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
         results = kernel.execute(operands)
-        for name, output in zip(self.step.node.output, kernel.described.outputs):
-            if name:
-                values[name] = _value(results[output.node][output.index], output)
+        for name, output in kernel.outputs:
+            values[name] = _value(results[output.node][output.index], output)
+
+
+@dataclass(frozen=True)
+class _Operator:
+    """What a run does for one operator: call it on its sources into new output buffers."""
+
+    compiled: CompiledOperator
+    sources: tuple[Source, ...]
+    allocations: tuple[Callable[[], np.ndarray], ...]
 
 
 class _Kernel:
@@ -156,8 +166,8 @@ class _Kernel:
         described = step.describe(specs(step, {**constants, **values}))
         constant = {index for index, name in enumerate(step.inputs) if name and name in constants}
         self.operators: list[CompiledOperator] = []
-        self.fixed: dict[int, tuple[np.ndarray, ...]] = {}
-        nodes = []
+        self.results: list[tuple[np.ndarray, ...] | None] = []  # each run starts from the fixed results
+        self.pending: list[tuple[int, _Operator]] = []
         for position, node in enumerate(described.nodes):
             owned = tuple(index for index, source in enumerate(node.sources) if source in constant)
             desc = _owned_by_dml(node.desc, owned)
@@ -168,52 +178,52 @@ class _Kernel:
                      for index, source in enumerate(node.sources)]
                 )  # fmt: skip
             self.operators.append(compiled)
-            nodes.append(Node(desc, node.sources))
+            allocations = tuple(_allocation(getattr(desc, field.name)) for field in desc.output_fields())
+            operator = _Operator(compiled, node.sources, allocations)
             if all(self._is_fixed(source, constant) for source in node.sources):
-                self.fixed[position] = self._run(position, nodes[-1], [None] * len(step.inputs), self.fixed)
-                for result in self.fixed[position]:
+                fixed = _run(operator, [None] * len(step.inputs), self.results)
+                for result in fixed:
                     result.flags.writeable = False
-        self.described = dataclasses.replace(described, nodes=tuple(nodes))
+                self.results.append(fixed)
+            else:
+                self.results.append(None)
+                self.pending.append((position, operator))
+        self.outputs = [(name, output) for name, output in zip(step.node.output, described.outputs) if name]
 
     def _is_fixed(self, source: Source, constant: set[int]) -> bool:
         """Whether a source's value is the same every run: absent, constant, or a fixed result."""
-        return source is None or source in constant or isinstance(source, tuple) and source[0] in self.fixed
+        return (
+            source is None
+            or source in constant
+            or isinstance(source, tuple)
+            and self.results[source[0]] is not None
+        )
 
-    def execute(self, operands: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...]]:
+    def execute(self, operands: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...] | None]:
         """Each operator's outputs (its buffers, in its output fields' order)."""
-        results: list[tuple[np.ndarray, ...]] = []
-        for position, node in enumerate(self.described.nodes):
-            found = self.fixed.get(position)
-            results.append(found if found is not None else self._run(position, node, operands, results))
+        results = self.results.copy()
+        for position, operator in self.pending:
+            results[position] = _run(operator, operands, results)
         return results
 
-    def _run(
-        self,
-        position: int,
-        node: Node,
-        operands: list[np.ndarray | None],
-        results: Sequence[tuple[np.ndarray, ...]] | Mapping[int, tuple[np.ndarray, ...]],
-    ) -> tuple[np.ndarray, ...]:
-        """Operator ``position`` on the step's operands (None where bound once) and earlier results."""
-        inputs = [
-            None
-            if source is None
-            else results[source[0]][source[1]]
-            if isinstance(source, tuple)
-            else operands[source]
-            for source in node.sources
-        ]
-        buffers = tuple(_buffer(getattr(node.desc, field.name)) for field in node.desc.output_fields())
-        self.operators[position].execute(inputs, buffers)
-        return buffers
+
+def _run(operator: _Operator, operands: list[np.ndarray | None], results: list) -> tuple[np.ndarray, ...]:
+    """The operator on the step's operands (None where bound once) and earlier operators' results."""
+    inputs = [
+        None if source is None else operands[source] if type(source) is int else results[source[0]][source[1]]
+        for source in operator.sources
+    ]
+    buffers = tuple(allocate() for allocate in operator.allocations)
+    operator.compiled.execute(inputs, buffers)
+    return buffers
 
 
-def _buffer(tensor: TensorDesc) -> np.ndarray:
-    """Memory for an output tensor: its elements, or its packed bytes for a 4-bit type."""
+def _allocation(tensor: TensorDesc) -> Callable[[], np.ndarray]:
+    """How to make memory for an output tensor: its elements, or its packed bytes for a 4-bit type."""
     dtype = tensor.data_type.dtype
     if dtype is None:  # the 4-bit types
-        return np.zeros(tensor.addressed_bytes, np.uint8)
-    return np.empty(tensor.addressed_bytes // dtype.itemsize, dtype)
+        return partial(np.zeros, tensor.addressed_bytes, np.uint8)
+    return partial(np.empty, tensor.addressed_bytes // dtype.itemsize, dtype)
 
 
 def _value(buffer: np.ndarray, output: Output) -> np.ndarray:
