@@ -310,3 +310,28 @@ def assert_steps_match_numpy_layer(loaded, values: dict[str, np.ndarray]) -> int
                 assert np.array_equal(got, expected, equal_nan=got.dtype.kind == "f"), step.name
                 checked += 1
     return checked
+
+
+def verify(proto, feeds: dict[str, np.ndarray], operator: str, exact: bool = False):
+    """The model's one step maps onto ``operator`` and matches :func:`numpy_layer`; ``compare`` counts
+    in each graph output what an independent comparison with onnxruntime CPU finds and names the
+    cause of every difference of the step (``exact``: there is none)."""
+    import dmlq.onnx as dx
+    from dmlq.onnx.comparing import UNEXPLAINED
+    from dmlq.onnx.running import execute
+
+    loaded = dx.load(proto)
+    assert [v.operator for v in dx.check(loaded)] == [operator]
+    values: dict[str, np.ndarray] = {}
+    outputs = execute(loaded, feeds, keep=values)
+    assert assert_steps_match_numpy_layer(loaded, values) == 1
+    report = dx.compare(loaded, feeds)
+    for difference, name, theirs in zip(report.outputs, loaded.output_names, ort_outputs(proto, feeds)):
+        ours = outputs[name]
+        same = ours == theirs
+        if ours.dtype.kind == "f":
+            same |= np.isnan(ours) & np.isnan(theirs)
+        assert difference.differing == np.count_nonzero(~same)
+    assert all(d.cause != UNEXPLAINED for d in report.nodes if d.differing), report.table()
+    assert not exact or report.identical, report.table()
+    return report

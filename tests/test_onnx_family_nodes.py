@@ -16,13 +16,11 @@ from onnx import helper
 import dmlq
 import dmlq.onnx as dx
 from dmlq import TensorFlags
-from dmlq.onnx.comparing import UNEXPLAINED
 from dmlq.onnx.program import program
-from dmlq.onnx.running import execute
 from dmlq.onnx.staging import stages
 from dmlq.onnx.steps import Spec
 from dmlq.types import MatrixTransform
-from onnx_oracle import assert_steps_match_numpy_layer, model, ort_outputs
+from onnx_oracle import model, verify
 
 U8, I8, I32, F32 = np.uint8, np.int8, np.int32, np.float32
 
@@ -30,22 +28,6 @@ U8, I8, I32, F32 = np.uint8, np.int8, np.int32, np.float32
 def data(rng, dtype, shape):
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
-
-
-def verify(proto, feeds, operator: str, exact: bool = False) -> dx.Report:
-    """The one step maps onto ``operator``, matches the reference formulas, and compare counts what an
-    independent comparison with onnxruntime CPU finds, naming every difference's cause."""
-    loaded = dx.load(proto)
-    assert [v.operator for v in dx.check(loaded)] == [operator]
-    values = {}
-    outputs = execute(loaded, feeds, keep=values)
-    assert assert_steps_match_numpy_layer(loaded, values) == 1
-    report = dx.compare(loaded, feeds)
-    for difference, name, theirs in zip(report.outputs, loaded.output_names, ort_outputs(proto, feeds)):
-        assert difference.differing == np.count_nonzero(outputs[name] != theirs)
-    assert all(d.cause != UNEXPLAINED for d in report.nodes if d.differing), report.table()
-    assert not exact or report.identical, report.table()
-    return report
 
 
 def describe(proto, *specs: tuple) -> list:

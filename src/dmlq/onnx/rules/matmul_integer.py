@@ -15,11 +15,11 @@ import onnx
 from ...ops import MatrixMultiplyInteger
 from ...tensor import TensorDesc
 from ...types import DataType
-from ..descs import matmul_shapes, own_desc
+from ..descs import matmul_shapes
 from ..graph import Graph
 from ..steps import Described, Spec, described
 from . import Mapped
-from .matmul import per_row
+from .matmul import matmul_fields
 
 __all__ = ["NODES", "rule"]
 
@@ -36,10 +36,7 @@ def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_zero_point, b, b_zero_point = specs
     shapes = matmul_shapes(a, b)
     desc = MatrixMultiplyInteger(
-        a=shapes.a,
-        a_zero_point=per_row(a_zero_point, len(shapes.sizes)),
-        b=shapes.b,
-        b_zero_point=None if b_zero_point is None else own_desc(b_zero_point),
+        **matmul_fields(shapes, {"a_zero_point": a_zero_point}, {"b_zero_point": b_zero_point}),
         output=TensorDesc(DataType.INT32, shapes.sizes),
     )
     return described(desc, shapes.sizes, shapes.shape, np.dtype(np.int32))

@@ -14,12 +14,12 @@ import onnx
 
 from ...ops import MatrixMultiplyIntegerToFloat
 from ...tensor import TensorDesc
-from ..descs import broadcast_desc, data_type, matmul_shapes, own_desc
+from ..descs import broadcast_desc, data_type, matmul_shapes
 from ..graph import Graph
 from ..loading import MICROSOFT
 from ..steps import Described, Spec, described
 from . import Mapped
-from .matmul import per_row
+from .matmul import matmul_fields
 
 __all__ = ["NODES", "rule"]
 
@@ -36,15 +36,10 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias = specs
     shapes = matmul_shapes(a, b)
-    count = len(shapes.sizes)
     desc = MatrixMultiplyIntegerToFloat(
-        a=shapes.a,
-        a_scale=per_row(a_scale, count),
-        a_zero_point=per_row(a_zero_point, count),
-        b=shapes.b,
-        b_scale=own_desc(b_scale),
-        b_zero_point=None if b_zero_point is None else own_desc(b_zero_point),
+        **matmul_fields(shapes, {"a_scale": a_scale, "a_zero_point": a_zero_point},
+                        {"b_scale": b_scale, "b_zero_point": b_zero_point}),
         bias=None if bias is None else broadcast_desc(bias, shapes.sizes, "bias"),
         output=TensorDesc(data_type(a_scale.dtype), shapes.sizes),
-    )
+    )  # fmt: skip
     return described(desc, shapes.sizes, shapes.shape, a_scale.dtype)

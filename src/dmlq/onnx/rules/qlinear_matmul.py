@@ -14,11 +14,11 @@ import onnx
 
 from ...ops import QuantizedLinearMatrixMultiply
 from ...tensor import TensorDesc
-from ..descs import data_type, matmul_shapes, own_desc
+from ..descs import data_type, matmul_shapes
 from ..graph import Graph
 from ..steps import Described, Spec, described
 from . import Mapped
-from .matmul import per_row
+from .matmul import matmul_fields
 
 __all__ = ["NODES", "rule"]
 
@@ -33,18 +33,15 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point = specs
     shapes = matmul_shapes(a, b)
-    count = len(shapes.sizes)
     dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
-
+    rows = {
+        "a_scale": a_scale,
+        "a_zero_point": a_zero_point,
+        "output_scale": y_scale,
+        "output_zero_point": y_zero_point,
+    }
     desc = QuantizedLinearMatrixMultiply(
-        a=shapes.a,
-        a_scale=per_row(a_scale, count),
-        a_zero_point=per_row(a_zero_point, count),
-        b=shapes.b,
-        b_scale=own_desc(b_scale),
-        b_zero_point=None if b_zero_point is None else own_desc(b_zero_point),
-        output_scale=per_row(y_scale, count),
-        output_zero_point=per_row(y_zero_point, count),
+        **matmul_fields(shapes, rows, {"b_scale": b_scale, "b_zero_point": b_zero_point}),
         output=TensorDesc(data_type(dtype), shapes.sizes),
     )
     return described(desc, shapes.sizes, shapes.shape, dtype)
