@@ -16,7 +16,9 @@ from onnx import helper
 import dmlq
 import dmlq.onnx as dx
 from dmlq import TensorFlags
+from dmlq.onnx.comparing import UNEXPLAINED
 from dmlq.onnx.program import program
+from dmlq.onnx.running import execute
 from dmlq.onnx.staging import stages
 from dmlq.onnx.steps import Spec
 from dmlq.types import MatrixTransform
@@ -349,3 +351,24 @@ def test_qlinear_sigmoid_names_the_missing_operator(rng) -> None:
     (verdict,) = dx.check(model([node], {"x": x}, constants, {"y": (U8, [2, 3])}, 13, microsoft=True))
     assert verdict.operator is None and verdict.missing == "ACTIVATION_SIGMOID"
     assert "DmlOperatorQLinearSigmoid.cpp" in verdict.rule
+
+
+def test_convolution_saturation_is_named_only_where_two_products_pass_int16(rng, monkeypatch) -> None:
+    """On a CPU without VNNI onnxruntime's u8 x s8 kernels saturate int16 pair sums: compare names that
+    cause for an element only where two of its window's products |x * w| sum past 32767."""
+    from dmlq.onnx import causes
+
+    monkeypatch.setattr(causes, "u8s8_saturates", lambda: True)
+    x = np.zeros((1, 2, 3, 3), U8)
+    x[0, :, 0, 0] = 255  # output (0, 0) reads two products 255 * 127; output (1, 1) reads none
+    w = np.full((1, 2, 2, 2), 127, I8)
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
+    loaded = dx.load(model([node], {"x": x}, {"w": w}, ["y"], 13))
+    values = {}
+    ours = execute(loaded, {"x": x}, keep=values)["y"]
+    (step,) = [step for stage in stages(loaded) for step in stage.steps]
+    for position, named in (((0, 0), True), ((1, 1), False)):
+        theirs = ours.copy()
+        theirs[(0, 0, *position)] -= 1
+        cause = causes.step_cause(step, "", values, "y", ours, theirs)
+        assert ("saturates int16 pair sums" in cause) == named and (cause == UNEXPLAINED) != named

@@ -15,7 +15,9 @@ error of float sums); any other difference is "not a known cause".
   adjacent pair of products, where DirectML accumulates exactly (recomputed with
   :mod:`.ort_int8`); the rest of QLinearMatMul's differences are requantization near-ties;
 * QLinearConv (one unit at most): onnxruntime CPU scales with one float32 multiplier, dmlq in
-  float64 and rounds once (near-ties; ``docs/operators.md``);
+  float64 and rounds once (near-ties; ``docs/operators.md``); QLinearConv and ConvInteger with uint8
+  x and int8 w where this machine's onnxruntime saturates: every differing element has two products
+  ``|x * w|`` summing past int16's range;
 * QLinearAveragePool (one unit at most): dmlq rounds ``avg / scale`` halves to even, then adds the
   zero point (the page's formula, ``docs/operators.md``), where onnxruntime CPU averages in float32
   and adds the zero point before rounding (an odd zero point sends exact ties the other way);
@@ -38,6 +40,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ..ops import (
+    ConvolutionInteger,
     Dequantize,
     DynamicQuantizeLinear,
     ElementWiseQuantizedLinearAdd,
@@ -53,7 +56,7 @@ from ..ops import (
 from .descs import attribute
 from .ort_int8 import pair_saturation, u8s8_saturates
 from .rules import DML
-from .steps import Step
+from .steps import Spec, Step
 
 __all__ = ["UNEXPLAINED", "step_cause"]
 
@@ -111,7 +114,57 @@ def _quantized_add(step, values, output, ours, theirs) -> str:
 
 
 def _convolution(step, values, output, ours, theirs) -> str:
-    return _within_one(ours, theirs, CONVOLUTION)
+    cause = _within_one(ours, theirs, CONVOLUTION)
+    return cause if cause != UNEXPLAINED else _convolution_saturation(step, values, 3, ours != theirs)
+
+
+def _convolution_integer(step, values, output, ours, theirs) -> str:
+    return _convolution_saturation(step, values, 2, ours != theirs)
+
+
+def _convolution_saturation(step: Step, values: Mapping[str, np.ndarray], filter_index: int,
+                            differing: np.ndarray) -> str:  # fmt: skip
+    """onnxruntime's u8 x s8 convolutions on a CPU without VNNI saturate int16 pair sums too; their pairs
+    depend on its kernels' layouts, so the evidence asked is weaker than for the matrix multiply: every
+    differing element has two taps whose products |x * w| sum past int16's range (else no pairing could
+    saturate there)."""
+    x, w = values[step.inputs[0]], values[step.inputs[filter_index]]
+    if (x.dtype, w.dtype) != (np.uint8, np.int8) or not u8s8_saturates():
+        return UNEXPLAINED
+    x_zero_point = values[step.inputs[filter_index - 1]] if step.inputs[filter_index - 1] else np.uint8(0)
+    desc = step.describe([None if not name else Spec(values[name].dtype, values[name].shape)
+                          for name in step.inputs]).desc  # fmt: skip
+    largest = _two_largest_products(x.reshape(desc.input.sizes), int(x_zero_point.reshape(-1)[0]),
+                                    w.reshape(desc.filter.sizes), desc)  # fmt: skip
+    if np.all(largest.reshape(differing.shape)[differing] > 32767):
+        return ("onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; DirectML "
+                "accumulates exactly (each differing element has two products past int16's "
+                "range)")  # fmt: skip
+    return UNEXPLAINED
+
+
+def _two_largest_products(x: np.ndarray, x_zero_point: int, w: np.ndarray, desc) -> np.ndarray:
+    """Per output element ``{N, M, outH, outW}``, the sum of its window's two largest ``|x * w|`` (the
+    input padded with its zero point, as onnxruntime pads; x taken as uint8 or shifted to int8,
+    whichever is larger)."""
+    pads = [(0, 0), (0, 0), *zip(desc.start_padding, desc.end_padding)]
+    padded = np.pad(x.astype(np.int64), pads, constant_values=x_zero_point)
+    padded = np.maximum(padded, np.abs(padded - 128))  # x as the kernel reads it: u8, or shifted to s8
+    (m, per_group, *window), outputs = w.shape, desc.output.sizes[2:]
+    first = np.zeros(desc.output.sizes, np.int64)
+    second = np.zeros_like(first)
+    per_output = m // desc.group_count
+    for i, j, c in np.ndindex(*window, per_group):
+        rows = slice(i * desc.dilations[0], i * desc.dilations[0] + desc.strides[0] * (outputs[0] - 1) + 1,
+                     desc.strides[0])  # fmt: skip
+        cols = slice(j * desc.dilations[1], j * desc.dilations[1] + desc.strides[1] * (outputs[1] - 1) + 1,
+                     desc.strides[1])  # fmt: skip
+        channels = np.arange(desc.group_count).repeat(per_output) * per_group + c  # each output's channel c
+        taps = padded[:, channels, rows, cols]
+        products = np.abs(taps * w[:, c, i, j].astype(np.int64)[None, :, None, None])
+        second = np.maximum(second, np.minimum(first, products))
+        first = np.maximum(first, products)
+    return first + second
 
 
 def _pooling(step, values, output, ours, theirs) -> str:
@@ -141,7 +194,9 @@ def _saturation(a: np.ndarray, b: np.ndarray, differing: np.ndarray, otherwise: 
         "onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; DirectML "
         f"accumulates exactly (recomputed: the saturation reaches {reached} of {total} differing elements)"
     )
-    return cause if reached == total else f"{cause}; the others: {otherwise}"
+    if reached == total:
+        return cause
+    return UNEXPLAINED if otherwise == UNEXPLAINED else f"{cause}; the others: {otherwise}"
 
 
 def _dynamic_quantize(step, values, output, ours, theirs) -> str:
@@ -254,6 +309,7 @@ CAUSES: dict[tuple, Cause] = {
     (QuantizedLinearMatrixMultiply,): _qlinear_matmul,
     (MatrixMultiplyInteger,): _matmul_integer,
     (QuantizedLinearConvolution,): _convolution,
+    (ConvolutionInteger,): _convolution_integer,
     (QuantizedLinearAveragePooling,): _pooling,
     (DynamicQuantizeLinear,): _dynamic_quantize,
     (Gemm,): _float_sums,
