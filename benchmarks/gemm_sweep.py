@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import bench  # the harness's command-line helpers; it puts dmlq_bench on the path
 import numpy as np
-from dmlq_bench import data, report, sweep
+from dmlq_bench import ceilings, data, report, sweep
 from dmlq_bench.timing import Case, Plan
 
 from dmlq import _core, kernels
@@ -31,11 +31,13 @@ PLANS = {
     "quick": Plan(runs=3, warmups=1, budget=1.0, min_sample=0.005),
 }
 NOTES = [
-    "bandwidth: bytes of B read per second while copying a buffer of B's size in 512 KiB pieces into a "
-    "reused cache-resident buffer (so it stays in L3 or streams from DRAM as B does); at T2 the better "
-    "of 1 and 2 threads",
-    "integer peak: the best GOPS of dmlq's own packed multiply on the in-cache shapes at that level and "
-    "thread count (the compiled core exposes no bare kernel loop); a large shape can exceed it",
+    "read bandwidth: bytes per second at which T threads read a buffer of B's size, each its share, "
+    "again and again (read only, as a multiply streams B; from L2, L3 or DRAM as B is); best of 7 runs, "
+    "at T2 the better of 1 and 2 threads",
+    "multiply peak: GOPS of a bare loop of the level's multiply instruction shaped as its kernel's tile "
+    "(vpdpbusd zmm 8 x 48 at avx512_vnni, vpmaddwd + vpaddd ymm 6 x 16 at avx2 and avx512, SSE2 pmaddwd "
+    "at portable; operands loaded from L1 and broadcast), per second of each thread's CPU time; best of "
+    "7 runs, at T2 the better of 1 and 2",
     "onnxruntime: session.intra_op.allow_spinning = 0, intra-op threads = T, one inter-op thread",
     "u8 x s8 on a CPU without VNNI: onnxruntime and fbgemm add pairs of products in saturating int16 "
     "(vpmaddubsw), so their results can differ from the exact ones; fbgemm multiplies u8 x u8 as u8 x s8 "
@@ -114,22 +116,14 @@ class Runner:
         return bench.run_cases([case], self.threads, self.plan, self.setters)[case.key]
 
 
-def measure_limits(args: argparse.Namespace, runner: Runner, rng: np.random.Generator) -> dict[str, Any]:
-    """The copy bandwidth of every B (rows with M <= 8 need it) and every level's peak (the others do)."""
-    limits: dict[str, Any] = {"bandwidth": {}, "peak": {}, "peak_shapes": [], "peak_runs": {}}
+def measure_limits(args: argparse.Namespace) -> dict[str, Any]:
+    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it)."""
+    instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
+    limits: dict[str, Any] = {"bandwidth": {}, "peak": sweep.peaks(args.levels, args.threads),
+                              "peak_instruction": instructions}  # fmt: skip
     if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
         for k, n in args.shapes:
-            summary = runner.run(sweep.copy_case(k, n))
-            rates = sweep.bandwidths(summary)
-            limits["bandwidth"][f"{k}x{n}"] = {"bytes_per_second": rates, "summary": summary}
-    if max(args.m) > sweep.BANDWIDTH_BOUND_M:
-        summaries = {}
-        for shape in sweep.PEAK_SHAPES:
-            case = sweep.peak_case(shape, args.levels, rng)
-            summaries[case.key] = runner.run(case)
-        limits["peak"] = sweep.peaks(list(summaries.values()), args.levels)
-        limits["peak_shapes"] = ["x".join(map(str, shape)) for shape in sweep.PEAK_SHAPES]
-        limits["peak_runs"] = summaries
+            limits["bandwidth"][f"{k}x{n}"] = {"bytes_per_second": sweep.read_bandwidths(k, n, args.threads)}
     return limits
 
 
@@ -178,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_before = time.perf_counter(), os.getloadavg()
     result = {"meta": meta(args, plan, peers)}
     try:
-        result["limits"] = measure_limits(args, runner, rng)
+        result["limits"] = measure_limits(args)
         result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
     finally:
         _core.set_level(_core.detected_level())

@@ -129,7 +129,7 @@ def start_afresh() -> None:
     operator compiled by the NumPy layer."""
     _core.set_level(_core.detected_level())
     _core.set_num_threads(DEFAULT_THREADS)
-    numpy_api._COMPILED.clear()
+    numpy_api.compiling.forget_compiled()
 
 
 @pytest.fixture(autouse=True)

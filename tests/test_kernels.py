@@ -467,9 +467,9 @@ def test_matmul_every_tile_row_count_and_k_tail(level, a_layout, a_type):
 @pytest.mark.parametrize("b_type", BYTES)
 @pytest.mark.parametrize("a_type", BYTES)
 def test_matmul_a_few_rows_read_b_in_place(level, threads, thread_count, a_type, b_type):
-    """Up to 4 rows with an unpacked row-major B and even K: B read where it lies (A - za as words),
-    in steps of k and blocks of columns (several of each here), with a column tail copied; more rows
-    with a B this small, and odd K, pack B instead."""
+    """Up to 4 rows (8 at avx512_vnni) with an unpacked row-major B and even K: B read where it lies
+    (A - za as words), in steps of k and blocks of columns (several of each here), with a column tail
+    copied; more rows with a B this small, and odd K, pack B instead."""
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(22)
     for m in range(1, 10):

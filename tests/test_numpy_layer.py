@@ -332,45 +332,13 @@ def test_operand_conversions() -> None:
     assert matmul(output_zero_point=I8(0)).dtype == np.int8
 
 
-@pytest.mark.parametrize(
-    "function, changes, same_as_lists",
-    [
-        ("quantize", dict(x=np.int64([7, -9]), scale=2.0), dict(x=np.int32([7, -9]), scale=2.0)),
-        ("quantize", dict(x=np.uint8([7])), dict(x=np.int32([7]))),
-        ("quantize", dict(zero_point=np.int64([3, 4])), dict(zero_point=[3, 4])),
-        ("quantize", dict(zero_point=np.uint16(3), dtype="int8"), dict(zero_point=3, dtype="int8")),
-        ("dequantize", dict(q=np.int64([1, 255])), dict(q=[1, 255])),
-        ("dequantize", dict(q=np.int64([-3]), zero_point=np.int16(2)), dict(q=[-3], zero_point=np.int16(2))),
-        (
-            "dequantize",
-            dict(q=np.int16([1, 2]), zero_point=np.int64(-5)),
-            dict(q=np.int16([1, 2]), zero_point=-5),
-        ),
-        ("qladd", dict(a=np.int32([200, 3]), b=np.uint64([1, 2])), dict(a=[200, 3], b=[1, 2])),
-        ("qladd", dict(a=np.int64([-1]), a_zero_point=I8(0)), dict(a=[-1], a_zero_point=I8(0))),
-        ("qladd", dict(output_zero_point=np.int64(9)), dict(output_zero_point=9)),
-        (
-            "qlmm",
-            dict(a=np.int64([[1, 2, 3]]), b=np.int16([[1], [2], [3]])),
-            dict(a=[[1, 2, 3]], b=[[1], [2], [3]]),
-        ),
-        ("qlmm", dict(b_zero_point=np.int64(-2)), dict(b_zero_point=-2)),
-    ],
-)
-def test_numpy_integers_of_any_dtype_behave_like_python_ints(
-    function: str, changes: dict, same_as_lists: dict
-) -> None:
-    got, want = FUNCTIONS[function](**changes), FUNCTIONS[function](**same_as_lists)
-    assert got.dtype == want.dtype and np.array_equal(got, want)
-
-
 def test_integers_out_of_range_name_the_first_offending_value() -> None:
     with pytest.raises(DmlError, match=re.escape("q: -7 is outside the uint8 range [0, 255]")):
-        dmlq.dequantize_linear(np.int64([[1, 300], [-7, 2]])[::-1], 1.0)
-    with pytest.raises(DmlError, match=re.escape("x: 2147483648 is outside the int32 range")):
-        dmlq.quantize_linear(np.uint64([5, 2**31]), 1.0)
+        dmlq.dequantize_linear([[1, 300], [-7, 2]][::-1], 1.0)  # Python ints take q's dtype: uint8
+    with pytest.raises(DmlError, match=re.escape("q: 2147483648 is outside the int32 range")):
+        dmlq.dequantize_linear([5, 2**31], 1.0, np.int32(0))  # ... or their zero point's
     with pytest.raises(DmlError, match=re.escape("a_zero_point: 128 is outside the int8 range [-128, 127]")):
-        quantized_add(a=I8([1]), b=I8([1]), a_zero_point=np.int64(128))
+        quantized_add(a=I8([1]), b=I8([1]), a_zero_point=128)
 
 
 BYTE_ORDER_CASES = {
@@ -379,7 +347,7 @@ BYTE_ORDER_CASES = {
         dict(x=np.float32([[0.5, 7], [-3, 2.5]]), scale=np.float32([[0.5], [2]])),
     ),
     "quantize float16": ("quantize", dict(x=np.float16([0.5, 7]), scale=np.float16(0.25), zero_point=I8(3))),
-    "quantize int32": ("quantize", dict(x=np.int32([5, -7]), scale=np.float64(2), zero_point=np.int64(9))),
+    "quantize int32": ("quantize", dict(x=np.int32([5, -7]), scale=np.float64(2), zero_point=U8(9))),
     "dequantize int16": (
         "dequantize",
         dict(q=np.int16([5, -700]), scale=np.float32(0.5), zero_point=np.int16(3)),
@@ -394,14 +362,12 @@ BYTE_ORDER_CASES = {
             a_scale=np.float32(0.1),
             b_scale=np.float64(0.2),
             output_scale=np.float32(0.3),
-            a_zero_point=np.int16(1),
+            a_zero_point=U8(1),
         ),
     ),
     "qlmm": (
         "qlmm",
-        dict(
-            a=np.int64([[1, 2, 3], [4, 5, 6]]), a_scale=np.float32([[0.1], [0.2]]), b_scale=np.float32([0.2])
-        ),
+        dict(a=U8([[1, 2, 3], [4, 5, 6]]), a_scale=np.float32([[0.1], [0.2]]), b_scale=np.float32([0.2])),
     ),
 }
 
@@ -571,7 +537,7 @@ def test_every_parameter_and_result_is_annotated(name: str) -> None:
     assert set(hints) == {*inspect.signature(function).parameters, "return"}
     assert hints["return"] is (dmlq.PackedMatrix if name == "pack_matrix_multiply_b" else np.ndarray)
     assert hints.get("out", np.ndarray | None) == np.ndarray | None
-    assert hints.get("dtype", DTypeLike) == DTypeLike
+    assert hints.get("dtype", DTypeLike | None) == DTypeLike | None  # NumPy 2.4's DTypeLike omits None
     packed_b = name == "quantized_linear_matrix_multiply"  # b may be a PackedMatrix
     accepted = (ArrayLike, ArrayLike | None, *((ArrayLike | dmlq.PackedMatrix,) if packed_b else ()))
     assert all(hints[p] in accepted for p in ("a", "b", "x", "q", "scale") if p in hints)

@@ -159,7 +159,6 @@ def _declined() -> dict[str, tuple]:
         "3-D A": (a[None], *common),
         "list A": (a.tolist(), *common),
         "A with negative strides": (a[::-1], *common),
-        "int64 zero point": (a, 0.02, np.int64(128), *common[2:]),
         "float16 scale": (a, np.float16(0.02), *common[1:]),
         "(1, 1, N) B scale (a batch)": (a, 0.02, 128, b, np.full((1, 1, 5), 0.003, np.float32), *common[4:]),
         "float64 per-column B scale": (a, 0.02, 128, b, np.full(5, 0.003), *common[4:]),
@@ -199,6 +198,8 @@ INVALID = {
     "zero point below int8": (A, 0.5, 0, B, 0.5, -129, 0.5, 0),
     "a boolean zero point": (A, 0.5, True, B, 0.5, 0, 0.5, 0),
     "an int8 zero point for uint8 A": (A, 0.5, np.int8(1), B, 0.5, 0, 0.5, 0),
+    "an int64 zero point": (A, 0.5, np.int64(1), B, 0.5, 0, 0.5, 0),
+    "an int32 per-column zero point": (A, 0.5, 0, B, 0.5, np.int32([1, 2]), 0.5, 0),
     "a zero per-column scale": (A, 0.5, 0, B, np.float32([0.5, 0.0]), 0, 0.5, 0),
     "K mismatch": (A, 0.5, 0, B[:3], 0.5, 0, 0.5, 0),
 }
@@ -307,7 +308,6 @@ def _add_declined() -> dict[str, tuple]:
         "a (1, 1, 1) scale (adds a dimension)": (a, np.ones((1, 1, 1), np.float32), *common[1:]),
         "list A": (a.tolist(), *common),
         "A with negative strides": (a[::-1], *common),
-        "int64 zero point": (a, 0.02, np.int64(128), *common[2:]),
         "float16 scale": (a, np.float16(0.02), *common[1:]),
         "empty": (a[:0], 0.02, 128, b[:0], *common[3:]),
     }
@@ -339,6 +339,7 @@ ADD_INVALID = {
     "a boolean zero point": (V, 0.5, True, V, 0.5, 0, 0.5, 0),
     "zero point above uint8": (V, 0.5, 0, V, 0.5, 256, 0.5, 0),
     "an int8 zero point for uint8 B": (V, 0.5, 0, V, 0.5, np.int8(1), 0.5, 0),
+    "an int64 zero point": (V, 0.5, np.int64(1), V, 0.5, 0, 0.5, 0),
     "a per-element zero point": (V, 0.5, np.zeros(6, np.uint8), V, 0.5, 0, 0.5, 0),
     "shapes that do not broadcast": (V, 0.5, 0, V[:4], 0.5, 0, 0.5, 0),
 }

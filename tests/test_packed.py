@@ -11,7 +11,7 @@ import pytest
 
 import dmlq
 from conftest import LEVELS
-from dmlq import DataType, DmlError, TensorDesc, TensorFlags, _core, ops
+from dmlq import DataType, DmlError, TensorDesc, TensorFlags, _core, ops, reference
 
 DEVICE = dmlq.Device()
 OWNED = TensorFlags.OWNED_BY_DML
@@ -69,6 +69,55 @@ def test_packed_b_gives_the_unpacked_bits(level, shapes, b_dtype, per_column, rn
     want = multiply(arguments)
     assert np.any((0 < want) & (want < 255)) and len(np.unique(want)) > 1  # not all clamped
     assert np.array_equal(multiply(arguments, pack(arguments)), want)
+
+
+def centred_zero_points(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Zero points near the middle of the type's range (results spread over the output's)."""
+    return (rng.integers(-3, 4, shape) + (128 if dtype == "uint8" else 0)).astype(dtype)
+
+
+FEW_ROWS_SHAPES = [  # K, N: groups of 4 k around the accumulator sets' turns (of up to 4), column tails
+    (4, 48),
+    (21, 97),
+    (52, 50),
+    (63, 1),
+]
+SPLIT_K_SHAPES = [  # one or two B panels of 256 KiB or more: two threads split K (VNNI panels: 48 columns,
+    (20_006, 12),
+    (8_198, 40),
+    (40_003, 7),  # AVX2's: 16); beyond 32 768 k the shares add up in int64
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "a_dtype, b_dtype", [("uint8", "int8"), ("int8", "uint8"), ("uint8", "uint8"), ("int8", "int8")]
+)
+def test_a_few_rows_with_a_packed_b_give_the_reference(level, threads, a_dtype, b_dtype, rng) -> None:
+    """1 to 7 rows against a packed B: the kernels' few-row tiles (no padding rows), K split across
+    threads where B has fewer panels than threads, per-column parameters, both signs on both sides."""
+    previous = dmlq.get_num_threads()
+    dmlq.set_num_threads(threads)
+    try:
+        for m in range(1, 8):
+            for k, n in FEW_ROWS_SHAPES + (SPLIT_K_SHAPES if m in (1, 4, 7) else []):
+                a, b = random_bytes(rng, (m, k), a_dtype), random_bytes(rng, (k, n), b_dtype)
+                b_scale = rng.uniform(0.01, 0.03, n).astype(np.float32)
+                b_zero = centred_zero_points(rng, (n,), b_dtype)
+                a_zero = centred_zero_points(rng, (), a_dtype)
+                out_scale = np.float32(
+                    0.05 * 0.02 * 74**2 / 40 * np.sqrt(k)
+                )  # (A - za)(B - zb): 74**2 sqrt(K)
+                want = reference.quantized_linear_matrix_multiply(
+                    a, np.float32(0.05), a_zero, b, b_scale, b_zero, out_scale, np.uint8(128), np.uint8
+                )
+                packed = dmlq.pack_matrix_multiply_b(b, b_scale, b_zero)
+                got = dmlq.quantized_linear_matrix_multiply(a, np.float32(0.05), a_zero, packed, None, None,
+                                                            out_scale, np.uint8(128))  # fmt: skip
+                assert np.array_equal(got, want), (m, k, n)
+                assert want.size < 8 or np.mean((0 < want) & (want < 255)) > 0.5, (m, k, n)  # not clamped
+    finally:
+        dmlq.set_num_threads(previous)
 
 
 @pytest.mark.parametrize("scale_shape", [(1, 96), (1, 1, 96)], ids=["[1, N]", "[1, 1, N]"])

@@ -1,5 +1,6 @@
 # The compiled core's functions as type checkers see them (src/dmlq/_core/py_module.c lists them, with
 # what each does). Arrays are NumPy arrays unless a function takes any operand the NumPy layer does.
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -102,3 +103,54 @@ def set_level(level: str, /) -> None: ...
 def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> _Array: ...
 def layout_key(desc_type: type, out: _Array, *operands: _Array | None) -> tuple[object, ...] | None: ...
 def cached_bytes() -> int: ...
+
+# The quantized family (src/dmlq/_core/py_family.c)
+def matmul_integer(
+    a: _Array, a_zero_point: _Array | None, b: Any, b_zero_point: _Array | None, out: _Array
+) -> None: ...
+def matmul_integer_to_float(
+    a: _Array,
+    a_scale: _Array,
+    a_zero_point: _Array | None,
+    b: Any,
+    b_scale: _Array,
+    b_zero_point: _Array | None,
+    bias: _Array | None,
+    out: _Array,
+) -> None: ...
+def convolution(
+    x: _Array,
+    x_scale: _Array | None,
+    x_zero_point: _Array | None,
+    w: Any,
+    w_scale: _Array | None,
+    w_zero_point: _Array | None,
+    bias: _Array | None,
+    y_scale: _Array | None,
+    y_zero_point: _Array | None,
+    out: _Array,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    group_count: int,
+    reciprocal_division: bool,
+) -> None: ...
+def pack_convolution_filter(w: _Array, group_count: int) -> Any: ...
+def average_pool(
+    x: _Array,
+    x_scale: _Array,
+    x_zero_point: _Array | None,
+    y_scale: _Array,
+    y_zero_point: _Array | None,
+    out: _Array,
+    window: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    include_padding: bool,
+    reciprocal_division: bool,
+) -> None: ...
+def dynamic_quantization(x: _Array, is_signed: bool) -> tuple[float, int]: ...
+def value_range(x: _Array) -> tuple[float, float]: ...

@@ -43,27 +43,18 @@ from numpy.typing import ArrayLike, DTypeLike
 from . import numpy_api
 from .activations import Activation
 from .errors import DmlError
-from .numpy_api import (
-    BYTE_TYPES,
-    DEQUANTIZE_INPUT_TYPES,
-    F16,
-    F32,
-    FLOAT_TYPES,
-    I32,
-    U8,
-    _as_array,
-    _broadcast_shape,
-    _float_operand_dtype,
-    _integer_operand,
-    _matrix_batch,
-    _matrix_quantization,
-    _operand,
-    _output_dtype,
-    _packed_parameters,
-    _quantize_input,
-    _scale,
-    _zero_point,
+from .numpy_api import quantized_add, rules
+from .numpy_api.add import ADD_DATA, python_float_dtype
+from .numpy_api.matrix_multiply import (
+    MATRIX_DATA,
+    check_matrices,
+    matrix_batch,
+    matrix_quantization,
+    packed_parameters,
+    parameters_of,
 )
+from .numpy_api.quantize import DEQUANTIZE_DATA, OUTPUT_TYPES, QUANTIZE_DATA
+from .numpy_api.rules import F32, I32, U8, broadcast_shape, integer_data, output_dtype
 from .packed import PackedMatrix
 from .reference.requantize import centred, requantize
 
@@ -97,7 +88,7 @@ def _data(value: object, name: str, convert: Callable[[object, str], np.ndarray]
 
 
 def _float_operand(python_dtype: np.dtype) -> Callable[[object, str], np.ndarray]:
-    return partial(_operand, allowed=FLOAT_TYPES, python_dtype=python_dtype, floats=F32)
+    return partial(rules.data, allowed=ADD_DATA, python_dtype=python_dtype, floats=F32)
 
 
 def _stand_in(value: object) -> object:
@@ -126,7 +117,7 @@ def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object]
     """
     present = {name: _lazy(value) for name, value in operands.items() if value is not None}
     absent = {name: None for name, value in operands.items() if value is None}
-    ndim = len(_broadcast_shape(**present))
+    ndim = len(broadcast_shape(**present))
     indices = [tuple(range(array.ndim))[::-1] for array in present.values()]
     return da.blockwise(
         _call_by_name, tuple(range(ndim))[::-1], *_interleaved(list(present.values()), indices),
@@ -147,10 +138,10 @@ def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None
     array([0, 2, 2], dtype=uint8)
     """
     scale, zero_point = _small(scale), _small(zero_point)
-    x = _data(x, "x", _quantize_input)
-    scale = _scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
-    out_dtype = _output_dtype(zero_point, dtype, U8, "zero_point")
-    zero_point = _zero_point(zero_point, "zero_point", out_dtype)
+    x = _data(x, "x", partial(rules.data, allowed=QUANTIZE_DATA, python_dtype=F32, floats=F32))
+    scale = rules.scale(scale, "scale", F32 if x.dtype == I32 else x.dtype)
+    out_dtype = output_dtype(zero_point, dtype, U8, "zero_point", OUTPUT_TYPES)
+    zero_point = rules.zero_point(zero_point, "zero_point", out_dtype, "the output", OUTPUT_TYPES)
     function = partial(numpy_api.quantize_linear, dtype=out_dtype)
     return _map_blocks(function, {"x": x, "scale": scale, "zero_point": zero_point}, out_dtype)
 
@@ -164,9 +155,9 @@ def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | No
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
     scale, zero_point = _small(scale), _small(zero_point)
-    q = _data(q, "q", partial(_integer_operand, zero_point=zero_point, allowed=DEQUANTIZE_INPUT_TYPES))
-    scale = _scale(scale, "scale", F16 if _as_array(scale, "scale").dtype == F16 else F32)
-    zero_point = _zero_point(zero_point, "zero_point", q.dtype, DEQUANTIZE_INPUT_TYPES)
+    scale = rules.scale(scale, "scale", rules.scale_dtype(scale, "scale"))
+    q = _data(q, "q", partial(integer_data, zero_point=zero_point, allowed=DEQUANTIZE_DATA))
+    zero_point = rules.zero_point(zero_point, "zero_point", q.dtype, "q", DEQUANTIZE_DATA)
     operands = {"q": q, "scale": scale, "zero_point": zero_point}
     return _map_blocks(numpy_api.dequantize_linear, operands, scale.dtype)
 
@@ -179,8 +170,8 @@ def add(a: ArrayLike, b: ArrayLike, *,
     >>> add(da.from_array(np.float32([1, -3]), chunks=1), 1.0, fused_activation="relu").compute()
     array([2., 0.], dtype=float32)
     """
-    a = _data(a, "a", _float_operand(_float_operand_dtype(a, _stand_in(b))))
-    b = _data(b, "b", _float_operand(_float_operand_dtype(b, _stand_in(a))))
+    a = _data(a, "a", _float_operand(python_float_dtype(_stand_in(b))))
+    b = _data(b, "b", _float_operand(python_float_dtype(_stand_in(a))))
     # The NumPy layer's remaining rules (one dtype, a known activation) on empty stand-ins.
     numpy_api.add(_stand_in(a), _stand_in(b), fused_activation=fused_activation)
     function = partial(numpy_api.add, fused_activation=fused_activation)
@@ -203,22 +194,12 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
              "b_zero_point": b_zero_point, "output_scale": output_scale,
              "output_zero_point": output_zero_point}  # fmt: skip
     small = {name: _small(value) for name, value in small.items()}
-    a = _data(a, "a", partial(_integer_operand, zero_point=small["a_zero_point"], allowed=BYTE_TYPES))
-    b = _data(b, "b", partial(_integer_operand, zero_point=small["b_zero_point"], allowed=BYTE_TYPES))
-    # The NumPy layer's checks in its order; the scales and zero points, converted to its dtypes,
-    # are operands of every block, so that their dimensions are the result's too.
-    out_dtype = _output_dtype(small["output_zero_point"], dtype, a.dtype, "output_zero_point")
-    quantization = {
-        "a_scale": _scale(small["a_scale"], "a_scale", F32),
-        "a_zero_point": _zero_point(small["a_zero_point"], "a_zero_point", a.dtype),
-        "b_scale": _scale(small["b_scale"], "b_scale", F32),
-        "b_zero_point": _zero_point(small["b_zero_point"], "b_zero_point", b.dtype),
-        "output_scale": _scale(small["output_scale"], "output_scale", F32),
-        "output_zero_point": _zero_point(small["output_zero_point"], "output_zero_point", out_dtype),
-    }
-    for name, value in quantization.items():
-        if value is not None and value.size != 1:
-            raise DmlError(f"{name}: holds {value.size} elements; QuantizedLinearAdd is per-tensor")
+    data = quantized_add.QUANTIZED_ADD_DATA
+    a = _data(a, "a", partial(integer_data, zero_point=small["a_zero_point"], allowed=data))
+    b = _data(b, "b", partial(integer_data, zero_point=small["b_zero_point"], allowed=data))
+    # The NumPy layer's checks; the scales and zero points, converted to its dtypes, are operands of
+    # every block, so that their dimensions are the result's too.
+    out_dtype, quantization = quantized_add.parameters_of(a.dtype, b.dtype, *small.values(), dtype)
     function = partial(numpy_api.quantized_linear_add, dtype=out_dtype)
     return _map_blocks(function, {"a": a, "b": b, **quantization}, out_dtype)
 
@@ -258,37 +239,24 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     """
     packed = b if isinstance(b, PackedMatrix) else None
     if packed is not None:
-        b_scale, b_zero_point = _packed_parameters(packed, b_scale, b_zero_point)
+        b_scale, b_zero_point = packed_parameters(packed, b_scale, b_zero_point)
         b = _shape_of(packed)
     a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
         _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
     )
-    a = _data(a, "a", partial(_integer_operand, zero_point=a_zero_point, allowed=BYTE_TYPES))
-    b = _data(b, "b", partial(_integer_operand, zero_point=b_zero_point, allowed=BYTE_TYPES))
-    for name, operand in (("a", a), ("b", b)):
-        if not 2 <= operand.ndim <= 4:
-            raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
-    if a.shape[-1] != b.shape[-2]:
-        raise DmlError(f"a, b: a is [..., M, K] with K = {a.shape[-1]} but b has "
-                       f"{b.shape[-2]} rows")  # fmt: skip
+    a = _data(a, "a", partial(integer_data, zero_point=a_zero_point, allowed=MATRIX_DATA))
+    b = _data(b, "b", partial(integer_data, zero_point=b_zero_point, allowed=MATRIX_DATA))
+    check_matrices(a, b)
     m, n = a.shape[-2], b.shape[-1]
-    out_dtype = _output_dtype(output_zero_point, dtype, a.dtype, "output_zero_point")
-    quantization = {
-        "a_scale": ("row", _scale(a_scale, "a_scale", F32)),
-        "a_zero_point": ("row", _zero_point(a_zero_point, "a_zero_point", a.dtype)),
-        "b_scale": ("column", _scale(b_scale, "b_scale", F32)),
-        "b_zero_point": ("column", _zero_point(b_zero_point, "b_zero_point", b.dtype)),
-        "output_scale": ("output", _scale(output_scale, "output_scale", F32)),
-        "output_zero_point": ("output", _zero_point(output_zero_point, "output_zero_point",
-                                                    out_dtype)),
-    }  # fmt: skip
+    out_dtype, quantization = parameters_of(a.dtype, b.dtype, a_scale, a_zero_point, b_scale, b_zero_point,
+                                            output_scale, output_zero_point, dtype, packed)  # fmt: skip
     # The NumPy layer's batch: a's and b's broadcast with the leading dimensions of every scale
     # and zero point (all ones, or refused). The requantized scales and the output zero point
     # are {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensors of the result's dimension count, so
     # that the result has those leading dimensions too.
     values = {name: value for name, (_, value) in quantization.items()}
-    ndim = len(_matrix_batch({"a": a, "b": b, **values})) + 2
-    operands = {name: _matrix_quantization(value, name, kind, m, n, ndim)
+    ndim = len(matrix_batch({"a": a, "b": b, **values})) + 2
+    operands = {name: matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
     if packed is not None or b.numblocks[-2] == 1:
         return _packed_product(a, b, packed, operands, out_dtype)

@@ -274,10 +274,9 @@ def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -
 
 
 # -- the quantized family (spec/QUANTIZED-FAMILY.md) -----------------------------------------------------
-# Each function adapts DirectML's views to the reference's operands (a 3-D convolution tensor {N, C, W} as
-# {N, C, 1, W}, per-channel tensors as vectors), then computes. The computation is the NumPy reference
-# (exact: int64 sums) until family-kernels' C kernels are merged: the line marked "compute" is the one
-# that then calls _core.
+# Each function adapts DirectML's views to the compiled kernels' operands (a 3-D convolution tensor
+# {N, C, W} as {N, C, 1, W}, per-channel tensors as vectors, per-row and per-column ones as columns and
+# rows), then runs them: the bits of dmlq.reference's formulas, which stay the oracle.
 
 
 def _vector(view: np.ndarray | None) -> np.ndarray | None:
@@ -290,16 +289,16 @@ def _four_dimensional(view: np.ndarray) -> np.ndarray:
     return view if view.ndim == 4 else view[:, :, np.newaxis]
 
 
-def _window(desc) -> dict[str, object]:
-    return {"strides": desc.strides, "dilations": desc.dilations, "start_padding": desc.start_padding,
-            "end_padding": desc.end_padding, "group_count": desc.group_count}  # fmt: skip
+def _window(desc) -> tuple[object, ...]:
+    """A convolution's window attributes in the order ``_core.convolution`` takes them."""
+    return desc.strides, desc.dilations, desc.start_padding, desc.end_padding, desc.group_count
 
 
 def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
     x_zero_point, w_zero_point = _vector(views["input_zero_point"]), _vector(views["filter_zero_point"])
-    result = reference.convolution_integer(x, x_zero_point, w, w_zero_point, **_window(desc))  # compute
-    out[...] = result.reshape(out.shape)
+    arrays = (x, None, x_zero_point, w, None, w_zero_point, None, None, None)
+    _call(_core.convolution, arrays, _four_dimensional(out), *_window(desc), False)
 
 
 def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
@@ -307,10 +306,8 @@ def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal
     names = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias", "output_scale",
              "output_zero_point")  # fmt: skip
     xs, xz, ws, wz, bias, ys, yz = (_vector(views[name]) for name in names)
-    division = {"reciprocal_division": reciprocal_division}
-    result = reference.quantized_linear_convolution(x, xs, xz, w, ws, wz, bias, ys, yz, out.dtype,
-                                                    **division, **_window(desc))  # compute  # fmt: skip
-    out[...] = result.reshape(out.shape)
+    arrays = (x, xs, xz, w, ws, wz, bias, ys, yz)
+    _call(_core.convolution, arrays, _four_dimensional(out), *_window(desc), reciprocal_division)
 
 
 def _rows(view: np.ndarray | None) -> np.ndarray | None:
@@ -326,37 +323,63 @@ def _columns(view: np.ndarray | None) -> np.ndarray | None:
 def matrix_multiply_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     a, a_zero_point = views["a"], _rows(views["a_zero_point"])
     b, b_zero_point = views["b"], _columns(views["b_zero_point"])
-    out[...] = reference.matrix_multiply_integer(a, a_zero_point, b, b_zero_point)  # compute
+    _call(_core.matmul_integer, (a, a_zero_point, b, b_zero_point), out)
+
+
+def _float32(view: np.ndarray | None) -> np.ndarray | None:
+    """A float16 scale widened (exactly) to the float32 the kernels take."""
+    return None if view is None else view.astype(np.float32, copy=False)
 
 
 def matrix_multiply_integer_to_float(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    a, a_scale, a_zero_point = views["a"], _rows(views["a_scale"]), _rows(views["a_zero_point"])
-    b, b_scale, b_zero_point = views["b"], _columns(views["b_scale"]), _columns(views["b_zero_point"])
-    out[...] = reference.matrix_multiply_integer_to_float(
-        a, a_scale, a_zero_point, b, b_scale, b_zero_point, views["bias"], out.dtype
-    )  # compute
+    """The compiled kernel takes 8-bit A and B; 16- and 32-bit integers take the exact NumPy formula."""
+    a, a_scale, a_zero_point = views["a"], _float32(_rows(views["a_scale"])), _rows(views["a_zero_point"])
+    b, b_scale, b_zero_point = (
+        views["b"],
+        _float32(_columns(views["b_scale"])),
+        _columns(views["b_zero_point"]),
+    )
+    if a.dtype.itemsize > 1 or b.dtype.itemsize > 1:
+        out[...] = reference.matrix_multiply_integer_to_float(
+            a, a_scale, a_zero_point, b, b_scale, b_zero_point, views["bias"], out.dtype
+        )
+        return
+    _call(
+        _core.matmul_integer_to_float,
+        (a, a_scale, a_zero_point, b, b_scale, b_zero_point, views["bias"]),
+        out,
+    )
 
 
 def dynamic_quantize_linear(
     desc, views: Views, out: tuple[np.ndarray, ...], reciprocal_division: bool
 ) -> None:
-    """``out``: the quantized data, the scale and the zero point (DirectML's three outputs)."""
-    y, scale, zero_point = out
-    results = reference.dynamic_quantize_linear(
-        views["input"], y.dtype, reciprocal_division=reciprocal_division
+    """``out``: the quantized data, the scale and the zero point (DirectML's three outputs).
+
+    ONNX's definition (onnx.reference's DynamicQuantizeLinear, and onnxruntime's
+    ``GetQuantizationParameter``, ``onnxruntime/core/util/qmath.h``@c4780e65), in float32: the range
+    widened to include 0, ``scale = (rmax - rmin) / (qmax - qmin)``, the zero point rounded half to
+    even and saturated; one compiled pass for the range and the parameters
+    (``_core.dynamic_quantization``), one for the quantization (float16 data widened exactly first).
+    """
+    y, scale_out, zero_point_out = out
+    x = _readable(views["input"].astype(np.float32, copy=False))
+    scale, zero_point = _core.dynamic_quantization(x, y.dtype == np.int8)
+    scale_out[...], zero_point_out[...] = scale, zero_point
+    _call(
+        _core.quantize,
+        (x, np.array(scale, np.float32), np.array(zero_point, y.dtype)),
+        y,
+        reciprocal_division,
     )
-    y[...], scale[...], zero_point[...] = results  # compute
 
 
 def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     xs, xz, ys, yz = (_vector(views[name]) for name in ("input_scale", "input_zero_point", "output_scale",
                                                          "output_zero_point"))  # fmt: skip
-    window = {"strides": desc.strides, "window_size": desc.window_size, "start_padding": desc.start_padding,
-              "end_padding": desc.end_padding, "dilations": desc.dilations}  # fmt: skip
-    out[...] = reference.quantized_linear_average_pooling(
-        views["input"], xs, xz, ys, yz, out.dtype, include_padding=desc.include_padding,
-        reciprocal_division=reciprocal_division, **window,
-    )  # compute  # fmt: skip
+    window = (desc.window_size, desc.strides, desc.dilations, desc.start_padding, desc.end_padding)
+    _call(_core.average_pool, (views["input"], xs, xz, ys, yz), out, *window, desc.include_padding,
+          reciprocal_division)  # fmt: skip
 
 
 def gemm(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:

@@ -165,6 +165,8 @@ typedef struct {
     /* B packed beforehand (dmlq_gemm_pack_b), or NULL: B is packed here. When set, `b` is unused
      * and b_offsets holds each batch's index among the packed batches. */
     const struct dmlq_packed_b *packed_b;
+    /* NULL: the requantized bytes; else another output (int32, float, a row bias: family.h). */
+    const struct dmlq_gemm_epilogue *epilogue;
 } dmlq_gemm_problem;
 
 /* 0 on success, -1 when memory runs out. */

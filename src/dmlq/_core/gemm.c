@@ -7,7 +7,9 @@
  * its requantization, straight into the output. A few rows of A with one row-major B instead read
  * B where it lies, in blocks of columns (compute_row_major). Threads either claim whole batches
  * (many batches) or share each batch's packing and tiles, claiming panels and tile rows one at a
- * time; in both cases one thread computes each output element, with the same arithmetic.
+ * time, or, for a few rows against fewer B panels than threads, shares of K (compute_split_k); in
+ * every case the integer sums are exact and one thread requantizes each output element, with the
+ * same arithmetic, so the result does not depend on the thread count.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "family.h"
 #include "gemm.h"
 
 enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
@@ -186,12 +189,18 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
     memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
-    const int direct = kernels->pack_b_pairs && job->b_col == 1;
+    const int direct = (kernels->pack_b_pairs || kernels->pack_b_whole_groups) && job->b_col == 1;
     const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
     if (full_end > first) {
-        kernels->pack_b_pairs(job->panels + first * job->panel_bytes, job->panel_bytes,
-                              (const uint8_t *)job->b + first * nr, job->b_row, 2 * whole_groups, full_end - first,
-                              job->flip, job->column_sums + first * nr);
+        int8_t *panels = job->panels + first * job->panel_bytes;
+        const uint8_t *columns = (const uint8_t *)job->b + first * nr;
+        int32_t *sums = job->column_sums + first * nr;
+        if (kernels->pack_b_pairs)
+            kernels->pack_b_pairs(panels, job->panel_bytes, columns, job->b_row, 2 * whole_groups, full_end - first,
+                                  job->flip, sums);
+        else
+            kernels->pack_b_whole_groups(panels, job->panel_bytes, columns, job->b_row, whole_groups, full_end - first,
+                                         job->flip, sums);
         pack_b_groups(job, first, full_end, whole_groups);
         first = full_end;
     }
@@ -236,6 +245,10 @@ static void store_requantized(const int64_t *dots, const gemm_tile *tile, const 
         for (ptrdiff_t j = 0; j < tile->columns; j++) {
             const ptrdiff_t n = tile->n0 + j;
             const int64_t acc = corrected(dots[i * tile->dot_stride + j], tile, q, m, n);
+            if (q->epilogue) {
+                dmlq_gemm_epilogue_one(acc, tile, q, i, j);
+                continue;
+            }
             *(uint8_t *)(tile->out + i * tile->out_row + j * tile->out_col) =
                 dmlq_requantize_one(acc, q->a_scale[m], q->b_scale[n], q->out_divisor[m], q->reciprocal,
                                     q->out_zero_point[m], q->lo, q->hi);
@@ -269,10 +282,13 @@ typedef struct {
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
     int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm.h) */
+    int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
     packed_operands *packed; /* one per thread, or one shared */
+    ptrdiff_t k_shares;      /* > 1: each B panel's K is split into this many shares (split_k_shares) */
+    int64_t *partials;       /* their sums, [panel][share][MR * NR] */
     ptrdiff_t *counters;     /* work claimed so far: batches, or per batch and range its packing and tiles */
     ptrdiff_t counter_stride; /* ranges per batch and phase (the requested thread count) */
 } gemm_context;
@@ -341,6 +357,15 @@ static const int32_t *b_column_sums(const gemm_context *c, const packed_operands
     return packed ? packed->column_sums + c->p->b_offsets[batch] * packed->sums_per_batch : pk->column_sums;
 }
 
+/* A tile's output from its int32 sums: requantized by the kernels, or the problem's epilogue (which may
+ * change the sums). */
+static void finish_tile(const gemm_context *c, int32_t *dots, const gemm_tile *tile) {
+    if (c->q.epilogue)
+        dmlq_gemm_epilogue_tile(dots, tile, &c->q, c->kernels->requantize);
+    else
+        c->kernels->requantize(dots, tile, &c->q);
+}
+
 static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m_panel,
                          ptrdiff_t n_panel) {
     const dmlq_gemm_problem *p = c->p;
@@ -348,14 +373,14 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     const ptrdiff_t m0 = m_panel * mr, n0 = n_panel * nr;
     const gemm_tile tile = {m0, n0, min_size(mr, p->m - m0), min_size(nr, p->n - n0), nr,
                             p->out + p->out_offsets[batch] + m0 * p->out_row + n0 * p->out_col,
-                            p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch)};
+                            p->out_row, p->out_col, pk->row_sums, b_column_sums(c, pk, batch), batch};
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
     const int8_t *b = b_panels(c, pk, batch) + n_panel * c->b_panel_bytes;
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
-    if (c->groups <= GEMM_CHUNK_GROUPS) {
+    if (c->int32_sums) {
         c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
-        c->kernels->requantize(dots, &tile, &c->q);
+        finish_tile(c, dots, &tile);
         return;
     }
     int64_t sums[GEMM_MAX_TILE] = {0};
@@ -373,7 +398,7 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
  * within a step (a stride of 4 KiB, 2 KiB, ...) are taken fewer at a time, none asked for ahead. */
 enum {
     ROW_MAJOR_TILE_INTS = 4096,
-    ROW_MAJOR_TILE = GEMM_MR * 16, /* a column tail's tile */
+    ROW_MAJOR_TILE = GEMM_MR * 32, /* a column tail's tile (NR up to 32) */
     ROW_MAJOR_PAIRS = 8,
     ALIASED_PAIRS = 4
 };
@@ -440,8 +465,8 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
         const ptrdiff_t n0 = n * nr;
         const gemm_tile tile = {0, n0, rows, min_size(nr, p->n - n0), n < whole ? in_place * nr : nr,
                                 p->out + p->out_offsets[batch] + n0 * p->out_col, p->out_row, p->out_col,
-                                pk->row_sums, pk->column_sums};
-        kernels->requantize(n < whole ? sums + (n - first) * nr : tail_sums, &tile, &c->q);
+                                pk->row_sums, pk->column_sums, batch};
+        finish_tile(c, n < whole ? sums + (n - first) * nr : tail_sums, &tile);
     }
 }
 
@@ -454,6 +479,58 @@ static void compute_block(const gemm_context *c, const packed_operands *pk, ptrd
         compute_row_major(c, pk, batch, nb, end);
     else
         for (ptrdiff_t n = nb; n < end; n++) compute_tile(c, pk, batch, m, n);
+}
+
+/* A few rows against fewer B panels than threads would leave threads idle: instead every panel's
+ * K is split into k_shares shares, each share's exact dot products (in int32 chunks, added in
+ * int64) computed apart, a (share, panel) per claim; once all are in, each panel's shares are added
+ * (exact) and requantized, a panel per claim. Only one batch, A in one panel. */
+static void dot_share(const gemm_context *c, ptrdiff_t unit) {
+    const int mr = c->kernels->mr, nr = c->kernels->nr;
+    const int step = c->kernels->group_multiple;
+    const ptrdiff_t panel = unit / c->k_shares, share = unit % c->k_shares, steps = c->groups / step;
+    const ptrdiff_t first = steps * share / c->k_shares * step, end = steps * (share + 1) / c->k_shares * step;
+    ptrdiff_t lda;
+    const uint8_t *a = a_panel(c, c->packed, 0, 0, &lda);
+    const int8_t *b = b_panels(c, c->packed, 0) + panel * c->b_panel_bytes;
+    int64_t *sums = c->partials + unit * GEMM_MAX_TILE;
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE];
+    const int rows = (int)min_size(mr, c->p->m);
+    for (int i = 0; i < mr * nr; i++) sums[i] = 0;
+    for (ptrdiff_t g = first; g < end; g += GEMM_CHUNK_GROUPS) {
+        c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, end - g),
+                        rows, dots);
+        for (int i = 0; i < rows * nr; i++) sums[i] += dots[i];
+    }
+}
+
+static void requantize_shares(const gemm_context *c, ptrdiff_t panel) {
+    const dmlq_gemm_problem *p = c->p;
+    const int mr = c->kernels->mr, nr = c->kernels->nr;
+    const ptrdiff_t n0 = panel * nr;
+    const gemm_tile tile = {0, n0, min_size(mr, p->m), min_size(nr, p->n - n0), nr,
+                            p->out + p->out_offsets[0] + n0 * p->out_col, p->out_row, p->out_col,
+                            c->packed->row_sums, b_column_sums(c, c->packed, 0)};
+    int64_t sums[GEMM_MAX_TILE] = {0};
+    for (ptrdiff_t share = 0; share < c->k_shares; share++) {
+        const int64_t *part = c->partials + (panel * c->k_shares + share) * GEMM_MAX_TILE;
+        for (int i = 0; i < tile.rows * nr; i++) sums[i] += part[i];
+    }
+    if (c->groups > GEMM_CHUNK_GROUPS) {
+        store_requantized(sums, &tile, &c->q);
+        return;
+    }
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE]; /* the whole dot product fits in int32 (gemm.h) */
+    for (int i = 0; i < tile.rows * nr; i++) dots[i] = (int32_t)sums[i];
+    c->kernels->requantize(dots, &tile, &c->q);
+}
+
+static void compute_split_k(const gemm_context *c, ptrdiff_t *counters, int threads) {
+    const ptrdiff_t units = c->n_panels * c->k_shares;
+    for (ptrdiff_t unit = dmlq_claim(&counters[0]); unit < units; unit = dmlq_claim(&counters[0])) dot_share(c, unit);
+    dmlq_barrier(threads);
+    for (ptrdiff_t panel = dmlq_claim(&counters[1]); panel < c->n_panels; panel = dmlq_claim(&counters[1]))
+        requantize_shares(c, panel);
 }
 
 static void run_batches_per_thread(const gemm_context *c, int thread) {
@@ -548,7 +625,10 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
         }
         a_offset = p->a_offsets[batch];
         b_offset = p->b_offsets[batch];
-        claim_own_range_first(&w, counters + c->counter_stride, thread, compute_units, compute_unit);
+        if (c->k_shares > 1)
+            compute_split_k(c, counters + c->counter_stride, threads);
+        else
+            claim_own_range_first(&w, counters + c->counter_stride, thread, compute_units, compute_unit);
     }
 }
 
@@ -639,7 +719,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     estimate &= estimable(smallest) && estimable(largest);
     largest_column_factor = largest;
     /* |acc| <= K * 255 * 255: every estimate stays below 2**20, with room for its roundings */
-    estimate &= largest_row_factor * largest_column_factor * (double)p->k * 65025.0 < 0x1p19;
+    estimate &= largest_row_factor * largest_column_factor * dmlq_gemm_sum_bound(p) < 0x1p19;
     c->q = (gemm_quantization){p->k,          a_scale,        b_scale,        divisor,       zero_point,
                                a_zero,        b_zero,         row_factor,     column_factor, p->reciprocal,
                                nan_possible,  estimate && !nan_possible,      a_zero_uniform, b_zero_uniform,
@@ -658,13 +738,14 @@ static void *carve(layout *l, size_t bytes) {
     return piece;
 }
 
-/* The workspace's pieces: the quantization vectors, then each thread's packed operands. */
+/* The workspace's pieces: the quantization vectors, the split K's sums, then each thread's packed operands. */
 static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, int buffers, double **doubles,
-                    float **floats, int32_t **zeros) {
+                    float **floats, int32_t **zeros, int64_t **partials) {
     const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
     *floats = carve(l, sizeof(float) * (size_t)(rows + columns));
     *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
+    *partials = carve(l, sizeof(int64_t) * GEMM_MAX_TILE * (size_t)(c->k_shares > 1 ? c->n_panels * c->k_shares : 0));
     for (int i = 0; i < buffers; i++) {
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
@@ -711,17 +792,19 @@ static void workspace_give(char *memory, int kept) {
 }
 
 /* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
- * it first (which reads and writes it all, then reads it again). Up to 4 rows always; from 5 rows on
- * (up to the kernels' row_major_rows) the packed kernels' taller tiles win back the packing while B
- * stays in the caches, the more so the more rows, so B is read in place only from
- * DIRECT_BYTES_PER_ROW bytes per row beyond 3 on (measured: 8 MiB for 5 rows, 20 MiB for 8). */
-enum { DIRECT_FEW_ROWS = 4, DIRECT_BYTES_PER_ROW = 4 << 20 };
+ * it first (which reads and writes it all, then reads it again). Up to the kernels'
+ * row_major_rows_always rows always; beyond (up to row_major_rows) the packed kernels' taller tiles
+ * may win back the packing while B stays in the caches, the more so the more rows, so B is read in
+ * place only from DIRECT_BYTES_PER_ROW bytes per row beyond 3 on (AVX2's, measured on Zen 3: 8 MiB
+ * for 5 rows, 20 MiB for 8). */
+enum { DIRECT_BYTES_PER_ROW = 4 << 20 };
 
 static int reads_b_directly(const dmlq_gemm_problem *p, const gemm_kernels *kernels, ptrdiff_t groups) {
-    const int rows_fit = p->m <= DIRECT_FEW_ROWS || (p->m <= kernels->row_major_rows &&
-                                                     p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW);
+    const int large = p->k * p->n >= (p->m - 3) * (ptrdiff_t)DIRECT_BYTES_PER_ROW;
+    const int rows_fit = p->m <= kernels->row_major_rows_always || (p->m <= kernels->row_major_rows && large);
     return kernels->dot_row_major && !p->packed_b && p->batches == 1 && p->b_col == 1 && rows_fit &&
-           p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS;
+           p->m * kernels->nr <= ROW_MAJOR_TILE && p->k % 2 == 0 && groups <= GEMM_CHUNK_GROUPS &&
+           dmlq_gemm_sum_bound(p) <= INT32_MAX;
 }
 
 /* Packing a few panels in the caller beats packing them on every thread between two barriers: a
@@ -734,20 +817,37 @@ static int packs_ahead(const gemm_context *c, int threads) {
            c->m_panels * c->a_panel_bytes + b_bytes <= PACK_AHEAD_BYTES;
 }
 
-/* The kernels of one multiply: its packed B's, else the level's. The VNNI and AMX sets have no
- * direct kernel; up to DIRECT_FEW_ROWS rows, AVX2's (which every such CPU runs) reads B once where
- * packing it would read it twice and write it once, and a product of so few rows waits on B's
- * bytes, not on multiplies. Not measured on such a CPU: more rows stay with their own tiles. */
+/* The kernels of one multiply: its packed B's, else the level's. The VNNI level reads a row-major B
+ * in place with its own direct kernel (dmlq_gemm_vnni_rows), which has no packed one. The AMX set
+ * has no direct kernel; up to row_major_rows_always rows, AVX2's (which every such CPU runs) reads B once
+ * where packing it would read it twice and write it once, and a product of so few rows waits on
+ * B's bytes, not on multiplies. Not measured on such a CPU: more rows stay with their own tiles. */
 static const gemm_kernels *kernels_for(const dmlq_gemm_problem *p) {
     if (p->packed_b) return p->packed_b->kernels;
     const gemm_kernels *level = kernels_for_level();
 #if DMLQ_X86
-    const gemm_kernels *direct = &dmlq_gemm_avx2;
-    if (!level->dot_row_major && level != &dmlq_gemm_portable && p->m <= DIRECT_FEW_ROWS &&
+    const gemm_kernels *direct = level == &dmlq_gemm_vnni ? &dmlq_gemm_vnni_rows : &dmlq_gemm_avx2;
+    if (level == &dmlq_gemm_vnni && reads_b_directly(p, direct, padded_groups(direct, p->k))) return direct;
+    if (level == &dmlq_gemm_amx && p->m <= direct->row_major_rows_always &&
         reads_b_directly(p, direct, padded_groups(direct, p->k)))
         return direct;
 #endif
     return level;
+}
+
+/* K's shares per B panel (1: K is not split): one per thread where a few rows (one A panel) meet
+ * fewer B panels than threads and at least SPLIT_K_BYTES of them, so that waking a thread pays.
+ * Not for the AMX kernel, which keeps its own course. */
+enum { SPLIT_K_BYTES = 256 * 1024 };
+
+static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
+    const int few_panels = c->m_panels == 1 && c->n_panels < threads && c->p->batches == 1 && !c->b_in_place;
+    const int worth_it =
+        c->n_panels * c->b_panel_bytes >= SPLIT_K_BYTES && c->groups >= threads * c->kernels->group_multiple;
+#if DMLQ_X86
+    if (c->kernels == &dmlq_gemm_amx) return 1;
+#endif
+    return threads > 1 && few_panels && worth_it ? threads : 1;
 }
 
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
@@ -761,23 +861,26 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
                                    : c.groups * (c.kernels->pack_a ? c.kernels->a_group_bytes : mr * 4);
     c.a_in_place = !c.b_in_place && !c.kernels->pack_a && !p->a_signed && p->a_col == 1 && p->k == c.groups * 4;
     c.b_panel_bytes = c.groups * nr * 4;
+    c.int32_sums = c.groups <= GEMM_CHUNK_GROUPS && dmlq_gemm_sum_bound(p) <= INT32_MAX;
     if ((double)p->batches * p->m * p->n * p->k * 2.0 < SERIAL_OPERATIONS) threads = 1;
     c.per_thread_batches = threads > 1 && p->batches > 1 && (p->batches % threads == 0 || p->batches >= 4 * threads);
+    c.k_shares = split_k_shares(&c, threads);
     const int buffers = c.per_thread_batches ? threads : 1;
     packed_operands *packed = calloc((size_t)buffers, sizeof(packed_operands));
     double *doubles;
     float *floats;
     int32_t *zeros;
     layout measured = {NULL, 0};
-    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros);
+    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
     int kept = 0;
     layout l = {packed ? workspace_take(measured.used, &kept) : NULL, 0};
     c.counter_stride = threads;
     c.counters = calloc((size_t)(2 * p->batches * threads), sizeof(ptrdiff_t));
     const int status = l.base && c.counters ? 0 : -1;
     if (status == 0) {
-        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros);
+        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
         fill_quantization(&c, doubles, floats, zeros);
+        c.q.epilogue = p->epilogue;
         if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
             memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
         c.packed = packed;
@@ -793,6 +896,35 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     if (l.base) workspace_give(l.base, kept);
     return status;
 }
+
+void *dmlq_gemm_workspace_take(size_t bytes, int *kept) { return workspace_take(bytes, kept); }
+
+void dmlq_gemm_workspace_give(void *memory, int kept) { workspace_give(memory, kept); }
+
+/* ---- sums computed elsewhere ------------------------------------------------------------------- */
+
+int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
+    gemm_context c = {.p = p, .kernels = kernels_for_level()};
+    c.m_panels = (p->m + c.kernels->mr - 1) / c.kernels->mr;
+    c.n_panels = (p->n + c.kernels->nr - 1) / c.kernels->nr;
+    double *doubles;
+    float *floats;
+    int32_t *zeros;
+    int64_t *partials; /* none: no split K here */
+    layout l = {NULL, 0};
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
+    l.base = r->memory = allocate(l.used);
+    if (!r->memory) return -1;
+    l.used = 0;
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
+    fill_quantization(&c, doubles, floats, zeros);
+    r->q = c.q;
+    r->requantize = c.kernels->requantize;
+    r->columns = c.kernels->nr;
+    return 0;
+}
+
+void dmlq_requantizer_free(dmlq_requantizer *r) { release(r->memory); }
 
 /* ---- B packed beforehand ---------------------------------------------------------------------- */
 

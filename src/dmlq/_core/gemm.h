@@ -49,6 +49,7 @@ typedef struct {
     int estimate;
     int a_zero_uniform, b_zero_uniform; /* one za' for every row, one zb' for every column */
     double lo, hi;
+    const struct dmlq_gemm_epilogue *epilogue; /* the problem's (family.h), or NULL */
 } gemm_quantization;
 
 /* One tile's place: rows m0.., columns n0.., how many are real, where the output goes. */
@@ -59,6 +60,7 @@ typedef struct {
     ptrdiff_t out_row, out_col;
     const int32_t *row_sums;        /* rowsum(A') of this batch, [m] */
     const int32_t *column_sums;     /* colsum(B') of this batch, [n] */
+    ptrdiff_t batch;
 } gemm_tile;
 
 typedef struct {
@@ -81,6 +83,7 @@ typedef struct {
                              ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
     void (*row_major_in_order)(int32_t *tile, ptrdiff_t panels);
     int row_major_rows;
+    int row_major_rows_always; /* up to this many rows, B is read in place at any size (gemm.c) */
     /* The tile's output from its dot products when K <= 32768 (int32 combination). */
     void (*requantize)(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
     /* Packs an A' panel in the kernel's own layout and sums its rows, where the kernel has one
@@ -96,6 +99,9 @@ typedef struct {
      * columns from b on) into panels panel_bytes apart from dst, each column's sum added to sums. */
     void (*pack_b_pairs)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t pairs,
                          ptrdiff_t panels, uint8_t flip, int32_t *sums);
+    /* Optional, for kernels with the group layout: the same for `groups` groups of 4 k. */
+    void (*pack_b_whole_groups)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t groups,
+                                ptrdiff_t panels, uint8_t flip, int32_t *sums);
     /* Called by each thread before and after its share of a multiply (may be NULL). */
     void (*begin)(void);
     void (*end)(void);
@@ -106,6 +112,9 @@ extern const gemm_kernels dmlq_gemm_portable;
 extern const gemm_kernels dmlq_gemm_avx2;
 extern const gemm_kernels dmlq_gemm_vnni;
 extern const gemm_kernels dmlq_gemm_amx; /* its `dot` is NULL where the compiler has no AMX */
+extern const gemm_kernels dmlq_gemm_vnni_rows; /* the VNNI level's B read in place, and nothing else */
+void dmlq_gemm_pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                                     ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
 void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
 void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
 #endif

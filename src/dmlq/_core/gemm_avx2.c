@@ -190,9 +190,9 @@ static void dot_row_major_avx2(const int16_t *a, ptrdiff_t a_pair_words, const c
 }
 
 /* A'' = A - za of `rows` rows (row r at a + r * a_row, its bytes a_col apart) as words, per pair of
- * k the rows' two words side by side; the rows' sums. */
-static void pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
-                                  ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums) {
+ * k the rows' two words side by side; the rows' sums. (The VNNI level's direct kernel takes it too.) */
+void dmlq_gemm_pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k, ptrdiff_t a_row,
+                                     ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums) {
     const ptrdiff_t pair_words = 2 * rows;
     for (ptrdiff_t r = 0; r < rows; r++) {
         const char *row = a + r * a_row;
@@ -458,9 +458,10 @@ static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_q
 
 const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
                                      .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
-                                     .pack_a_row_major = pack_a_row_major_avx2,
+                                     .pack_a_row_major = dmlq_gemm_pack_a_row_major_avx2,
                                      .row_major_in_order = row_major_in_order_avx2,
-                                     .row_major_rows = ROW_MAJOR_ROWS, .requantize = requantize_avx2,
+                                     .row_major_rows = ROW_MAJOR_ROWS, .row_major_rows_always = 4,
+                                     .requantize = requantize_avx2,
                                      .pack_a = pack_a_avx2, .column_sums = column_sums_avx2,
                                      .pack_b_pairs = pack_b_pairs_avx2};
 

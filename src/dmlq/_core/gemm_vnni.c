@@ -1,4 +1,5 @@
-/* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products and a vectorised requantization. */
+/* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products of 1-8 rows, a vectorised
+ * requantization and the packing of B. (A few rows with a row-major B read in place: gemm_vnni_rows.c.) */
 #include "gemm.h"
 
 #if DMLQ_X86
@@ -13,24 +14,58 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
     return acc;
 }
 
-/* MR x NR accumulators in registers; per group, NR/16 vectors of B' and MR broadcast dwords of A'. */
-static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
-    (void)rows;
-    __m512i acc[GEMM_MR][VECTORS];
-    for (int m = 0; m < GEMM_MR; m++)
-        for (int j = 0; j < VECTORS; j++) acc[m][j] = _mm512_setzero_si512();
-    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
-        __m512i bv[VECTORS];
-        for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
-        for (int m = 0; m < GEMM_MR; m++) {
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* `rows` x NR accumulators in registers, in `sets` sets that take turns by group (a row's chains of
+ * dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
+ * instruction's latency, not on B's bytes); per group, NR/16 vectors of B' and `rows` broadcast
+ * dwords of A'. A tile of fewer real rows is computed for them alone: a matrix-vector product
+ * does one vpdpbusd per 64 bytes of B, not MR. */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile,
+                                   const int rows, const int sets) {
+    __m512i acc[4][GEMM_MR][VECTORS];
+    for (int s = 0; s < sets; s++)
+        for (int m = 0; m < rows; m++)
+            for (int j = 0; j < VECTORS; j++) acc[s][m][j] = _mm512_setzero_si512();
+    ptrdiff_t g = 0;
+    for (; g + sets <= groups; g += sets)
+        for (int s = 0; s < sets; s++, a += 4, b += GEMM_NR * 4) {
+            __m512i bv[VECTORS];
+            for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
+            for (int m = 0; m < rows; m++) {
+                int32_t word;
+                memcpy(&word, a + m * lda, 4);
+                const __m512i av = _mm512_set1_epi32(word);
+                for (int j = 0; j < VECTORS; j++) acc[s][m][j] = dpbusd(acc[s][m][j], av, bv[j]);
+            }
+        }
+    for (; g < groups; g++, a += 4, b += GEMM_NR * 4) /* the last groups, fewer than `sets` */
+        for (int m = 0; m < rows; m++) {
             int32_t word;
             memcpy(&word, a + m * lda, 4);
             const __m512i av = _mm512_set1_epi32(word);
-            for (int j = 0; j < VECTORS; j++) acc[m][j] = dpbusd(acc[m][j], av, bv[j]);
+            for (int j = 0; j < VECTORS; j++)
+                acc[0][m][j] = dpbusd(acc[0][m][j], av, _mm512_load_si512((const void *)(b + 64 * j)));
         }
+    for (int m = 0; m < rows; m++)
+        for (int j = 0; j < VECTORS; j++) {
+            __m512i sum = acc[0][m][j];
+            for (int s = 1; s < sets; s++) sum = _mm512_add_epi32(sum, acc[s][m][j]);
+            _mm512_store_si512((void *)(tile + m * GEMM_NR + 16 * j), sum);
+        }
+}
+
+static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+    switch (rows) {
+    case 1: dot_rows(a, lda, b, groups, tile, 1, 4); break;
+    case 2: dot_rows(a, lda, b, groups, tile, 2, 4); break;
+    case 3: dot_rows(a, lda, b, groups, tile, 3, 2); break;
+    case 4: dot_rows(a, lda, b, groups, tile, 4, 2); break;
+    case 5: dot_rows(a, lda, b, groups, tile, 5, 1); break;
+    case 6: dot_rows(a, lda, b, groups, tile, 6, 1); break;
+    case 7: dot_rows(a, lda, b, groups, tile, 7, 1); break;
+    default: dot_rows(a, lda, b, groups, tile, GEMM_MR, 1); break;
     }
-    for (int m = 0; m < GEMM_MR; m++)
-        for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(tile + m * GEMM_NR + 16 * j), acc[m][j]);
 }
 
 static inline __m512d rounded(__m512d x) { return _mm512_roundscale_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -98,11 +133,14 @@ static inline __m512i corrected_sums(__m512i dot, const column_block *column, __
     return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
 }
 
-void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
+void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *quantization) {
     if (t->out_col != 1) {
-        dmlq_gemm_requantize_portable(dot, t, q);
+        dmlq_gemm_requantize_portable(dot, t, quantization);
         return;
     }
+    /* A copy the output's stores cannot alias (they are char stores): its flags stay in registers
+     * instead of being read again for every vector. */
+    const gemm_quantization local = *quantization, *q = &local;
     const __m512i k = _mm512_set1_epi32((int32_t)q->k);
     const int blocks = (int)((t->columns + 15) / 16);
     column_block column[MAX_COLUMN_BLOCKS];
@@ -163,10 +201,62 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
     }
 }
 
+/* Whole groups of whole panels of a row-major B with contiguous columns (gemm.h's
+ * pack_b_whole_groups): per group, the 4 rows' 48 bytes in zmm, flipped, interleaved into columns of
+ * 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
+ * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
+ * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
+ * groups takes every panel in turn while its rows' lines stay in L1; rows a page or more apart escape
+ * the hardware prefetchers, so each panel's pass asks for its bytes of the next block's rows. */
+enum { PACK_BLOCK_GROUPS = 32 };
+
+static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
+                                     ptrdiff_t groups, ptrdiff_t panels, uint8_t flip, int32_t *sums) {
+    const __m512i flips = _mm512_set1_epi8((char)flip), ones = _mm512_set1_epi8(1);
+    const __mmask64 row_bytes = ((__mmask64)1 << GEMM_NR) - 1;
+    for (ptrdiff_t g0 = 0; g0 < groups; g0 += PACK_BLOCK_GROUPS) {
+        const ptrdiff_t end = g0 + PACK_BLOCK_GROUPS < groups ? g0 + PACK_BLOCK_GROUPS : groups;
+        for (ptrdiff_t panel = 0; panel < panels; panel++) {
+            const uint8_t *columns = b + panel * GEMM_NR;
+            int8_t *out = dst + panel * panel_bytes;
+            __m512i acc[VECTORS];
+            for (int j = 0; j < VECTORS; j++) acc[j] = _mm512_setzero_si512();
+            for (ptrdiff_t g = g0; g < end; g++) {
+                if (g + PACK_BLOCK_GROUPS < groups) /* this panel's bytes of the next block's rows */
+                    for (int t = 0; t < 4; t++) {
+                        const char *ahead = (const char *)columns + (4 * (g + PACK_BLOCK_GROUPS) + t) * b_row;
+                        _mm_prefetch(ahead, _MM_HINT_T0);
+                        _mm_prefetch(ahead + GEMM_NR - 1, _MM_HINT_T0);
+                    }
+                __m512i r[4];
+                for (int t = 0; t < 4; t++)
+                    r[t] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(row_bytes, columns + (4 * g + t) * b_row), flips);
+                const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
+                const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
+                const __m512i v0 = _mm512_unpacklo_epi16(low01, low23), v1 = _mm512_unpackhi_epi16(low01, low23);
+                const __m512i v2 = _mm512_unpacklo_epi16(high01, high23), v3 = _mm512_unpackhi_epi16(high01, high23);
+                const __m512i t0 = _mm512_shuffle_i64x2(v0, v1, 0x44), t1 = _mm512_shuffle_i64x2(v2, v3, 0x44);
+                const __m512i t2 = _mm512_shuffle_i64x2(v0, v1, 0xee), t3 = _mm512_shuffle_i64x2(v2, v3, 0xee);
+                const __m512i packed[VECTORS] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
+                                                 _mm512_shuffle_i64x2(t2, t3, 0x88)};
+                for (int j = 0; j < VECTORS; j++) {
+                    _mm512_store_si512((void *)(out + g * GEMM_NR * 4 + 64 * j), packed[j]);
+                    acc[j] = _mm512_dpbusd_epi32(acc[j], ones, packed[j]);
+                }
+            }
+            for (int j = 0; j < VECTORS; j++) {
+                int32_t *column = sums + panel * GEMM_NR + 16 * j;
+                _mm512_storeu_si512((void *)column, _mm512_add_epi32(_mm512_loadu_si512((const void *)column), acc[j]));
+            }
+        }
+    }
+}
+
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
                                      .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
                                      .row_sums = row_sums_vnni,
-                                     .column_sums = dmlq_gemm_column_sums_vnni};
+                                     .column_sums = dmlq_gemm_column_sums_vnni,
+                                     .pack_b_whole_groups = pack_b_whole_groups_vnni};
 
 DMLQ_END_TARGET
 #endif

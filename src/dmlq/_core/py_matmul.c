@@ -1,6 +1,7 @@
 /* dmlq._core's matrix multiply: B packed once (pack_b), matmul on arrays, and the NumPy layer's
- * per-tensor call in one step (matmul_per_tensor). */
-#include "py_arrays.h"
+ * per-tensor call in one step (matmul_per_tensor); its operands' checks and problem for the other
+ * outputs of py_family.c (py_matmul.h). */
+#include "py_matmul.h"
 
 /* `length` values `stride` bytes apart from `data`, float32 into floats or uint8/int8 (`type`) into
  * integers. One loop per type: a long per-column vector is read on every call. */
@@ -17,8 +18,11 @@ static void gather(const char *data, ptrdiff_t stride, ptrdiff_t length, int typ
  * broadcast along its size-1 dimensions, as a vector. */
 static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const char *name, float *floats,
                        int32_t *integers) {
-    if (!array) {
-        for (ptrdiff_t i = 0; i < length; i++) integers[i] = 0;
+    if (!array) { /* an absent scale is 1, an absent zero point 0 */
+        for (ptrdiff_t i = 0; i < length; i++) {
+            if (floats) floats[i] = 1.0f;
+            else integers[i] = 0;
+        }
         return 0;
     }
     const int type = dmlq_py_type_of(array), ndim = PyArray_NDIM(array);
@@ -42,7 +46,7 @@ static int read_vector(PyArrayObject *array, ptrdiff_t length, int axis, const c
 }
 
 /* Byte offsets of every batch (the dimensions before the last two), in row-major batch order. */
-static void batch_offsets(PyArrayObject *array, PyArrayObject *out, ptrdiff_t *offsets) {
+void dmlq_py_batch_offsets(PyArrayObject *array, PyArrayObject *out, ptrdiff_t *offsets) {
     const int batch_dims = PyArray_NDIM(out) - 2;
     ptrdiff_t index[2] = {0, 0}, count = 1;
     for (int d = 0; d < batch_dims; d++) count *= PyArray_DIM(out, d);
@@ -71,10 +75,10 @@ static int check_matrices(PyArrayObject *a, PyArrayObject *b, PyArrayObject *out
         PyErr_SetString(PyExc_ValueError, "matmul: a is [..., M, K], b [..., K, N], out [..., M, N]");
         return -1;
     }
-    for (int i = 0; i < 3; i++) {
-        PyArrayObject *array = i == 0 ? a : i == 1 ? b : out;
+    for (int i = 0; i < 2; i++) {
+        PyArrayObject *array = i == 0 ? a : b;
         if (dmlq_py_type_of(array) != DMLQ_U8 && dmlq_py_type_of(array) != DMLQ_I8) {
-            PyErr_SetString(PyExc_ValueError, "matmul: a, b and out must be uint8 or int8");
+            PyErr_SetString(PyExc_ValueError, "matmul: a and b must be uint8 or int8");
             return -1;
         }
     }
@@ -90,7 +94,7 @@ static int check_matrices(PyArrayObject *a, PyArrayObject *b, PyArrayObject *out
 #define PACKED_B_CAPSULE "dmlq._core.packed_b"
 
 /* A packed B (a capsule's pointer) and its batch dimensions: those before its last two. */
-typedef struct {
+typedef struct dmlq_py_packed_matrix {
     dmlq_packed_b packed;
     int batch_dims;
     ptrdiff_t batch_shape[2];
@@ -102,8 +106,10 @@ static void free_packed_matrix(PyObject *capsule) {
     PyMem_RawFree(matrix);
 }
 
+static int is_matrix(PyArrayObject *array) { return PyArray_NDIM(array) >= 2 && PyArray_NDIM(array) <= 4; }
+
 static int is_byte_matrix(PyArrayObject *array) {
-    return PyArray_NDIM(array) >= 2 && PyArray_NDIM(array) <= 4 && (dmlq_py_type_of(array) == DMLQ_U8 || dmlq_py_type_of(array) == DMLQ_I8);
+    return is_matrix(array) && (dmlq_py_type_of(array) == DMLQ_U8 || dmlq_py_type_of(array) == DMLQ_I8);
 }
 
 PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg) {
@@ -125,7 +131,7 @@ PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg) {
     }
     matrix->batch_dims = ndim - 2;
     for (int d = 0; d < ndim - 2; d++) matrix->batch_shape[d] = PyArray_DIM(b, d);
-    batch_offsets(b, b, offsets);
+    dmlq_py_batch_offsets(b, b, offsets);
     const int threads = dmlq_num_threads();
     int status;
     Py_BEGIN_ALLOW_THREADS
@@ -164,7 +170,7 @@ PyObject *dmlq_py_gemm_kernel_set(PyObject *self, PyObject *unused) { return PyU
 /* matmul's checks of a packed b against a and out (whose own checks are check_matrices'). */
 static int check_packed(const packed_matrix *matrix, PyArrayObject *a, PyArrayObject *out) {
     const int ndim = PyArray_NDIM(out), skipped = ndim - 2 - matrix->batch_dims;
-    if (!is_byte_matrix(a) || !is_byte_matrix(out) || PyArray_NDIM(a) != ndim || skipped < 0) {
+    if (!is_byte_matrix(a) || !is_matrix(out) || PyArray_NDIM(a) != ndim || skipped < 0) {
         PyErr_SetString(PyExc_ValueError, "matmul: a and out need the same 2 to 4 dimensions, at least b's");
         return -1;
     }
@@ -230,7 +236,7 @@ static void free_vectors(matmul_vectors *v) {
 /* out = a @ b (b an array, or `packed`) requantized by the vectors, whose output zero points are read
  * from out_zero: 0, or -1 with an exception set. The arrays passed matmul's checks. */
 static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *packed, PyArrayObject *out,
-                      const matmul_vectors *v, int reciprocal) {
+                      const matmul_vectors *v, int reciprocal, const dmlq_gemm_epilogue *epilogue) {
     const int ndim = PyArray_NDIM(out);
     dmlq_gemm_problem p = {1, PyArray_DIM(out, ndim - 2), PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
     for (int d = 0; d < ndim - 2; d++) p.batches *= PyArray_DIM(out, d);
@@ -240,12 +246,12 @@ static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *p
         return -1;
     }
     for (ptrdiff_t m = 0; m < p.m; m++) v->out_zero_float[m] = (float)v->out_zero[m];
-    batch_offsets(a, out, offsets);
+    dmlq_py_batch_offsets(a, out, offsets);
     if (packed)
         packed_batch_indices(packed, out, offsets + p.batches);
     else
-        batch_offsets(b, out, offsets + p.batches);
-    batch_offsets(out, out, offsets + 2 * p.batches);
+        dmlq_py_batch_offsets(b, out, offsets + p.batches);
+    dmlq_py_batch_offsets(out, out, offsets + 2 * p.batches);
     p.a = PyArray_BYTES(a);
     p.b = packed ? NULL : PyArray_BYTES(b);
     p.packed_b = packed ? &packed->packed : NULL;
@@ -269,6 +275,7 @@ static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *p
     p.b_zero_point = v->b_zero;
     p.out_zero_point = v->out_zero_float;
     p.reciprocal = reciprocal;
+    p.epilogue = epilogue;
     const int threads = dmlq_num_threads();
     int status;
     Py_BEGIN_ALLOW_THREADS
@@ -284,37 +291,56 @@ static const packed_matrix *packed_matrix_of(PyObject *b) {
     return PyCapsule_IsValid(b, PACKED_B_CAPSULE) ? PyCapsule_GetPointer(b, PACKED_B_CAPSULE) : NULL;
 }
 
+static const char *const MATMUL_NAMES[9] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
+                                             "output_scale", "output_zero_point", "out"};
+
+int dmlq_py_matmul_operands(PyObject *const *objects, unsigned optional, PyArrayObject **arrays,
+                            const packed_matrix **packed) {
+    *packed = packed_matrix_of(objects[3]);
+    for (int i = 0; i < 9; i++)
+        arrays[i] = i == 3 && *packed ? NULL : dmlq_py_as_array(objects[i], MATMUL_NAMES[i], (optional >> i) & 1);
+    if (PyErr_Occurred() || dmlq_py_check_output(arrays[8]) < 0) return -1;
+    PyArrayObject *a = arrays[0], *b = arrays[3], *out = arrays[8];
+    if ((*packed ? check_packed(*packed, a, out) : check_matrices(a, b, out)) < 0 ||
+        dmlq_py_check_overlaps(out, arrays, 8, 0) < 0)
+        return -1;
+    return 0;
+}
+
+int dmlq_py_run_matmul_operands(PyArrayObject *const *arrays, const packed_matrix *packed, int reciprocal,
+                                const dmlq_gemm_epilogue *epilogue) {
+    PyArrayObject *out = arrays[8];
+    const int ndim = PyArray_NDIM(out);
+    const ptrdiff_t m = PyArray_DIM(out, ndim - 2), n = PyArray_DIM(out, ndim - 1);
+    if (!PyArray_SIZE(out)) return 0;
+    matmul_vectors v;
+    if (allocate_vectors(&v, m, n) < 0) return -1;
+    int status = read_vector(arrays[1], m, 0, MATMUL_NAMES[1], v.a_scale, NULL);
+    if (!status) status = read_vector(arrays[2], m, 0, MATMUL_NAMES[2], NULL, v.a_zero);
+    if (!status) status = read_vector(arrays[4], n, 1, MATMUL_NAMES[4], v.b_scale, NULL);
+    if (!status) status = read_vector(arrays[5], n, 1, MATMUL_NAMES[5], NULL, v.b_zero);
+    if (!status) status = read_vector(arrays[6], m, 0, MATMUL_NAMES[6], v.out_scale, NULL);
+    if (!status) status = read_vector(arrays[7], m, 0, MATMUL_NAMES[7], NULL, v.out_zero);
+    if (!status) status = run_matmul(arrays[0], arrays[3], packed, out, &v, reciprocal, epilogue);
+    free_vectors(&v);
+    return status;
+}
+
 PyObject *dmlq_py_matmul(PyObject *self, PyObject *args) {
     PyObject *objects[9];
     int reciprocal;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOp", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
                           &objects[5], &objects[6], &objects[7], &objects[8], &reciprocal))
         return NULL;
-    static const char *const names[9] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
-                                         "output_scale", "output_zero_point", "out"};
-    const packed_matrix *packed = packed_matrix_of(objects[3]);
     PyArrayObject *arrays[9];
-    for (int i = 0; i < 9; i++)
-        arrays[i] = i == 3 && packed ? NULL : dmlq_py_as_array(objects[i], names[i], i == 2 || i == 5 || i == 7);
-    if (PyErr_Occurred() || dmlq_py_check_output(arrays[8]) < 0) return NULL;
-    PyArrayObject *a = arrays[0], *b = arrays[3], *out = arrays[8];
-    if ((packed ? check_packed(packed, a, out) : check_matrices(a, b, out)) < 0 ||
-        dmlq_py_check_overlaps(out, arrays, 8, 0) < 0)
+    const packed_matrix *packed;
+    const unsigned zero_points = 1u << 2 | 1u << 5 | 1u << 7;
+    if (dmlq_py_matmul_operands(objects, zero_points, arrays, &packed) < 0) return NULL;
+    if (!is_byte_matrix(arrays[8])) {
+        PyErr_SetString(PyExc_ValueError, "matmul: out must be uint8 or int8");
         return NULL;
-    const int ndim = PyArray_NDIM(out);
-    const ptrdiff_t m = PyArray_DIM(out, ndim - 2), n = PyArray_DIM(out, ndim - 1);
-    if (!PyArray_SIZE(out)) Py_RETURN_NONE;
-    matmul_vectors v;
-    if (allocate_vectors(&v, m, n) < 0) return NULL;
-    int status = read_vector(arrays[1], m, 0, names[1], v.a_scale, NULL);
-    if (!status) status = read_vector(arrays[2], m, 0, names[2], NULL, v.a_zero);
-    if (!status) status = read_vector(arrays[4], n, 1, names[4], v.b_scale, NULL);
-    if (!status) status = read_vector(arrays[5], n, 1, names[5], NULL, v.b_zero);
-    if (!status) status = read_vector(arrays[6], m, 0, names[6], v.out_scale, NULL);
-    if (!status) status = read_vector(arrays[7], m, 0, names[7], NULL, v.out_zero);
-    if (!status) status = run_matmul(a, b, packed, out, &v, reciprocal);
-    free_vectors(&v);
-    if (status) return NULL;
+    }
+    if (dmlq_py_run_matmul_operands(arrays, packed, reciprocal, NULL) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -397,7 +423,7 @@ PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ss
             v.a_scale[i] = a_scale, v.a_zero[i] = a_zero;
             v.out_scale[i] = out_scale, v.out_zero[i] = out_zero;
         }
-        if (run_matmul(a, b, packed, out, &v, reciprocal) < 0) Py_CLEAR(out);
+        if (run_matmul(a, b, packed, out, &v, reciprocal, NULL) < 0) Py_CLEAR(out);
     }
     free_vectors(&v);
     if (!out && !PyErr_Occurred()) Py_RETURN_NONE;

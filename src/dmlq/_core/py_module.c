@@ -555,12 +555,18 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "dmlq._core", "dmlq's compiled kernels.", -1, methods};
 
+PyMethodDef *dmlq_py_family_methods(void); /* py_family.c */
+
 PyMODINIT_FUNC PyInit__core(void) {
     import_array();
     dmlq_threads_init();
     if (dmlq_py_output_cache_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    if (PyModule_AddFunctions(m, dmlq_py_family_methods()) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     PyObject *levels = PyTuple_New(LEVEL_COUNT);
     for (int level = 0; levels && level < LEVEL_COUNT; level++) {
         PyObject *name = PyUnicode_FromString(LEVEL_NAMES[level]);

@@ -1,0 +1,191 @@
+/* The machine's own limits, measured by bare loops (built and loaded by ceilings.py, never shipped).
+ *
+ * Each probe runs on `threads` threads that start together (a spin barrier) and returns seconds:
+ * - dmlq_probe_multiply: `rounds` steps of a kernel's tile on each thread (below): 24 vpdpbusd on zmm
+ *   (8 rows x 48 columns, 64 u8 x s8 products each: the VNNI kernel's), 12 vpmaddwd + vpaddd on ymm
+ *   (6 x 16, 16 int16 products each: the AVX2 kernel's pair), or 12 pmaddwd + paddd on xmm (SSE2, 8
+ *   products each: what the portable kernel compiles to on x86-64); the seconds are the CPU time of
+ *   the thread that took longest, so that time other programs take from a core is not counted (the
+ *   multipliers are each core's own);
+ * - dmlq_probe_read: every thread reads its share of `bytes` bytes (contiguous, a thread's share
+ *   after another's) `repeats` times in full cache lines, summing the words so no load is dropped;
+ *   nothing is written. A buffer the size of B thus comes from L2, L3 or DRAM as B does. The seconds
+ *   are wall time from the start until the last thread is done: caches and memory are shared, and
+ *   threads that do not overlap would read faster than they can together.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+enum { MAX_THREADS = 64 };
+
+typedef struct {
+    int kind;
+    long rounds;
+    const char *buffer;
+    size_t bytes;
+    int thread, threads;
+    int64_t sink;
+    double cpu_seconds;
+} work;
+
+static int arrived, go;
+
+static double now(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The multiply loops are shaped as the kernels are: per step, a few vectors of B loaded from a buffer
+ * that stays in L1 and a dword of each of several rows of A broadcast from it, every (row, vector)
+ * pair its own accumulator. (On Zen 5, the same instructions fed from a fixed pair of registers run at
+ * a third of this rate: a loop must feed them as a kernel does to find the peak a kernel can reach.)
+ * The accumulators stay in registers: inline assembly, one multiply per accumulator. */
+enum { STEPS = 64, STEP_BYTES = 256 }; /* the buffer: 16 KiB */
+
+#define DPBUSD(acc, a, b) __asm__("vpdpbusd %1, %2, %0" : "+v"(acc) : "v"(a), "v"(b));
+#define VPMADDWD(acc, a, b) __asm__("vpmaddwd %2, %3, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(t) : "x"(a), "x"(b));
+#define PMADDWD(acc, a, b) __asm__("movdqa %2, %1\n\tpmaddwd %3, %1\n\tpaddd %1, %0" : "+x"(acc), "=&x"(t) : "x"(a), "x"(b));
+
+/* 8 rows x 3 vectors of 16 columns: the VNNI kernel's 8 x 48 tile. */
+__attribute__((target("avx512f,avx512vnni"))) static int64_t vpdpbusd_rounds(long rounds, const char *buffer) {
+    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00, c20 = c00, c21 = c00,
+            c22 = c00, c30 = c00, c31 = c00, c32 = c00, c40 = c00, c41 = c00, c42 = c00, c50 = c00, c51 = c00,
+            c52 = c00, c60 = c00, c61 = c00, c62 = c00, c70 = c00, c71 = c00, c72 = c00;
+    for (long r = 0; r < rounds; r++) {
+        const char *p = buffer + r % STEPS * STEP_BYTES;
+        const __m512i b0 = _mm512_load_si512(p), b1 = _mm512_load_si512(p + 64), b2 = _mm512_load_si512(p + 128);
+        __m512i a;
+#define ROW(i) a = _mm512_set1_epi32(*(const int32_t *)(p + 192 + 4 * i)); DPBUSD(c##i##0, a, b0) DPBUSD(c##i##1, a, b1) DPBUSD(c##i##2, a, b2)
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
+#undef ROW
+    }
+    const __m512i sums[] = {c00, c01, c02, c10, c11, c12, c20, c21, c22, c30, c31, c32,
+                            c40, c41, c42, c50, c51, c52, c60, c61, c62, c70, c71, c72};
+    __m512i sum = sums[0];
+    for (int i = 1; i < 24; i++) sum = _mm512_add_epi32(sum, sums[i]);
+    return _mm512_reduce_add_epi32(sum);
+}
+
+/* 6 rows x 2 vectors of 8 columns: the AVX2 kernel's 6 x 16 tile. */
+__attribute__((target("avx2"))) static int64_t vpmaddwd_rounds(long rounds, const char *buffer) {
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+            c40 = c00, c41 = c00, c50 = c00, c51 = c00, t;
+    for (long r = 0; r < rounds; r++) {
+        const char *p = buffer + r % STEPS * STEP_BYTES;
+        const __m256i b0 = _mm256_load_si256((const __m256i *)p), b1 = _mm256_load_si256((const __m256i *)(p + 32));
+        __m256i a;
+#define ROW(i) a = _mm256_set1_epi32(*(const int32_t *)(p + 64 + 4 * i)); VPMADDWD(c##i##0, a, b0) VPMADDWD(c##i##1, a, b1)
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+    const __m256i sums[] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    __m256i sum = sums[0];
+    for (int i = 1; i < 12; i++) sum = _mm256_add_epi32(sum, sums[i]);
+    return _mm256_extract_epi32(sum, 0);
+}
+
+/* The same tile in SSE2's 4-column vectors: 6 rows x 2 vectors. */
+static int64_t pmaddwd_rounds(long rounds, const char *buffer) {
+    __m128i c00 = _mm_setzero_si128(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+            c40 = c00, c41 = c00, c50 = c00, c51 = c00, t;
+    for (long r = 0; r < rounds; r++) {
+        const char *p = buffer + r % STEPS * STEP_BYTES;
+        const __m128i b0 = _mm_load_si128((const __m128i *)p), b1 = _mm_load_si128((const __m128i *)(p + 16));
+        __m128i a;
+#define ROW(i) a = _mm_set1_epi32(*(const int32_t *)(p + 64 + 4 * i)); PMADDWD(c##i##0, a, b0) PMADDWD(c##i##1, a, b1)
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+    const __m128i sums[] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    __m128i sum = sums[0];
+    for (int i = 1; i < 12; i++) sum = _mm_add_epi32(sum, sums[i]);
+    return _mm_cvtsi128_si32(sum);
+}
+
+/* Four independent sums of 64-bit words, a cache line (or two) per step. */
+__attribute__((target("avx512f"))) static int64_t read_zmm(const char *p, size_t bytes) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 256 <= bytes; i += 256) {
+        s0 = _mm512_add_epi64(s0, _mm512_load_si512((const void *)(p + i)));
+        s1 = _mm512_add_epi64(s1, _mm512_load_si512((const void *)(p + i + 64)));
+        s2 = _mm512_add_epi64(s2, _mm512_load_si512((const void *)(p + i + 128)));
+        s3 = _mm512_add_epi64(s3, _mm512_load_si512((const void *)(p + i + 192)));
+    }
+    return _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+}
+
+__attribute__((target("avx2"))) static int64_t read_ymm(const char *p, size_t bytes) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 128 <= bytes; i += 128) {
+        s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + i)));
+        s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + i + 64)));
+        s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    const __m256i s = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    return _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+           _mm256_extract_epi64(s, 3);
+}
+
+static void *run(void *argument) {
+    work *w = argument;
+    __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&go, __ATOMIC_SEQ_CST)) _mm_pause();
+    const double start = now(CLOCK_THREAD_CPUTIME_ID);
+    if (w->buffer) {
+        /* shares of whole 256-byte steps, so every thread reads aligned lines */
+        const size_t steps = w->bytes / 256, first = steps * w->thread / w->threads * 256;
+        const size_t last = steps * (w->thread + 1) / w->threads * 256;
+        const int wide = __builtin_cpu_supports("avx512f");
+        for (long r = 0; r < w->rounds; r++)
+            w->sink += wide ? read_zmm(w->buffer + first, last - first) : read_ymm(w->buffer + first, last - first);
+    } else {
+        _Alignas(64) char operands[STEPS * STEP_BYTES];
+        for (size_t i = 0; i < sizeof operands; i++) operands[i] = (char)(i * 37 + w->thread);
+        w->sink = w->kind == 2   ? vpdpbusd_rounds(w->rounds, operands)
+                  : w->kind == 1 ? vpmaddwd_rounds(w->rounds, operands)
+                                 : pmaddwd_rounds(w->rounds, operands);
+    }
+    w->cpu_seconds = now(CLOCK_THREAD_CPUTIME_ID) - start;
+    return NULL;
+}
+
+static double timed(int kind, long rounds, const char *buffer, size_t bytes, int threads) {
+    if (threads < 1 || threads > MAX_THREADS) return -1.0;
+    work shares[MAX_THREADS];
+    pthread_t ids[MAX_THREADS];
+    arrived = go = 0;
+    for (int t = 0; t < threads; t++) shares[t] = (work){kind, rounds, buffer, bytes, t, threads, 0};
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&ids[t], NULL, run, &shares[t])) return -1.0;
+    __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&arrived, __ATOMIC_SEQ_CST) < threads) _mm_pause();
+    const double start = now(CLOCK_MONOTONIC);
+    __atomic_store_n(&go, 1, __ATOMIC_SEQ_CST);
+    run(&shares[0]);
+    for (int t = 1; t < threads; t++) pthread_join(ids[t], NULL);
+    double seconds = now(CLOCK_MONOTONIC) - start, cpu_seconds = 0.0;
+    volatile int64_t keep = 0;
+    for (int t = 0; t < threads; t++) {
+        keep += shares[t].sink;
+        cpu_seconds = shares[t].cpu_seconds > cpu_seconds ? shares[t].cpu_seconds : cpu_seconds;
+    }
+    (void)keep;
+    return buffer ? seconds : cpu_seconds;
+}
+
+/* kind: 2 vpdpbusd (zmm), 1 vpmaddwd + vpaddd (ymm), 0 pmaddwd + paddd (xmm). */
+double dmlq_probe_multiply(int kind, long rounds, int threads) { return timed(kind, rounds, NULL, 0, threads); }
+
+/* buffer: 64-byte aligned, bytes a multiple of 256 * threads. */
+double dmlq_probe_read(const char *buffer, size_t bytes, long repeats, int threads) {
+    return timed(0, repeats, buffer, bytes, threads);
+}
+
+#endif
