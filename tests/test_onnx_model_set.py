@@ -9,8 +9,7 @@ Each model is accepted, its steps are what the provider's rules make of it (the 
 operators and sources), and a run agrees with onnxruntime CPU with its QDQ fusions off, every
 difference with a known cause; where the provider would fail to create a kernel (a
 DequantizeLinear-13 of a 1-D bias with a one-element scale, a 4-bit per-channel DequantizeLinear-21
-of Conv weights) or DirectML refuses an operator (MATRIX_MULTIPLY_INTEGER_TO_FLOAT of uint8 A and int8
-B, as quantize_dynamic's default int8 weights make it) check says so and run refuses the model.
+of Conv weights) check says so and run refuses the model.
 """
 
 from __future__ import annotations
@@ -68,15 +67,7 @@ ROUTES = {
     ),
 }
 CASES = [(model, route) for model in FLOAT_MODELS for route in ROUTES]
-MIXED = "data type INT8 differs from a's UINT8"  # MatrixMultiplyIntegerToFloat's page (docs/operators.md)
 REFUSED = {  # the provider fails to create a kernel (DmlOperatorElementWise.cpp) or DirectML refuses one
-    ("mlp", "dynamic"): MIXED,  # quantize_dynamic's int8 weights against DynamicQuantizeLinear's uint8 A
-    ("cnn", "dynamic"): MIXED,
-    ("encoder", "dynamic"): MIXED,
-    (
-        "encoder",
-        "dynamic-ort-optimized",
-    ): MIXED,  # onnxruntime's MatMulIntegerToFloat beside DynamicQuantizeMatMul
     ("cnn", "qdq-u8s8-tensor"): "axis < outputShapeDimCount",  # the Gemm's int32 bias, scale [1]
     ("encoder", "qdq-u8s8-tensor"): "axis < outputShapeDimCount",  # LayerNormalization's int32 beta
     ("encoder", "qdq-u8s8-channel"): "axis < outputShapeDimCount",
@@ -141,8 +132,8 @@ def rules(verdicts, operator: str) -> set[str]:
 @pytest.mark.parametrize("model", FLOAT_MODELS)
 def test_quantize_dynamic_is_dynamic_quantize_linear_and_matmul_integer_to_float(built, model) -> None:
     """quantize_dynamic writes DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (-> Add): the
-    provider fuses the last four into MatMulIntegerToFloat (matmul_integer_to_float.cc). With its
-    default int8 weights, uint8 A and int8 B break MATRIX_MULTIPLY_INTEGER_TO_FLOAT's same-type rule."""
+    provider fuses the last four into MatMulIntegerToFloat (matmul_integer_to_float.cc). Its default
+    int8 weights against uint8 A are a mix MATRIX_MULTIPLY_INTEGER_TO_FLOAT accepts (docs/operators.md)."""
     for route in ("dynamic", "dynamic-u8u8"):
         verdicts = dx.check(built(model, route))
         found = operators(verdicts)
@@ -152,7 +143,7 @@ def test_quantize_dynamic_is_dynamic_quantize_linear_and_matmul_integer_to_float
         assert rules(verdicts, "MATRIX_MULTIPLY_INTEGER_TO_FLOAT") == {"DmlOperatorMatMulIntegerToFloat.cpp"}
         assert rules(verdicts, "DYNAMIC_QUANTIZE_LINEAR") == {"DmlOperatorDynamicQuantizeLinear.cpp"}
         valid = {v.valid for v in verdicts if v.operator == "MATRIX_MULTIPLY_INTEGER_TO_FLOAT"}
-        assert valid == {route == "dynamic-u8u8"}
+        assert valid == {True}
 
 
 @pytest.mark.parametrize("model", FLOAT_MODELS)
