@@ -57,6 +57,7 @@ class Program:
         self.constants: dict[str, np.ndarray] = dict(model.initializers)
         self.refusals: list[str] = []
         self.calls: list[Call] = []
+        self.plans: dict[tuple, object] = {}  # per signature of the inputs, its plan (.plans) or None
         self._checked: set[tuple] = set()
         for stage in stages(model):
             for step in stage.steps:
@@ -133,18 +134,20 @@ class _MappedCall:
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         operands: list[np.ndarray | None] = [None] * len(self.step.inputs)
-        signature = []
         for index, name in self.variable:
-            value = values[name]
-            signature.append((value.dtype, value.shape))
-            operands[index] = _bindable(value)
-        key = tuple(signature)
-        kernel = self.compiled.get(key)
-        if kernel is None:
-            kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
+            operands[index] = bindable(values[name])
+        kernel = self.kernel(values)
         results = kernel.execute(operands)
         for name, output in kernel.outputs:
             values[name] = _value(results[output.node][output.index], output)
+
+    def kernel(self, values: Mapping[str, np.ndarray]) -> _Kernel:
+        """The step's operators compiled for the dtypes and shapes of its variable operands in ``values``."""
+        key = tuple((values[name].dtype, values[name].shape) for _, name in self.variable)
+        kernel = self.compiled.get(key)
+        if kernel is None:
+            kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
+        return kernel
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ class _Kernel:
             compiled = program.device.compile_operator(desc)
             if owned:
                 compiled.initialize(
-                    [_bindable(constants[step.inputs[source]]) if index in owned else None
+                    [bindable(constants[step.inputs[source]]) if index in owned else None
                      for index, source in enumerate(node.sources)]
                 )  # fmt: skip
             self.operators.append(compiled)
@@ -254,8 +257,11 @@ class _OtherCall:
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         feeds = {name: values[name] for name in self.feeds}
-        session = self._session({name: value.dtype for name, value in feeds.items()})
-        values.update(zip(self.outputs, session.run(self.outputs, feeds)))
+        values.update(zip(self.outputs, self.session(values).run(self.outputs, feeds)))
+
+    def session(self, values: Mapping[str, np.ndarray]):
+        """The session for the dtypes of the feeds in ``values``, at dmlq's thread count."""
+        return self._session({name: values[name].dtype for name in self.feeds})
 
     def _session(self, dtypes: dict[str, np.dtype]):
         key = (get_num_threads(), tuple(dtypes.values()))
@@ -271,7 +277,7 @@ def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
     return [Spec(values[name].dtype, values[name].shape) if name else None for name in step.inputs]
 
 
-def _bindable(value: np.ndarray) -> np.ndarray:
+def bindable(value: np.ndarray) -> np.ndarray:
     """An operand as :meth:`CompiledOperator.execute` binds it: contiguous; 4-bit data packed."""
     if value.dtype in NIBBLES:
         return pack_int4(value)

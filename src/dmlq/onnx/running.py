@@ -9,6 +9,7 @@ import numpy as np
 
 from ..types import FeatureLevel
 from .loading import Model, ModelSource
+from .plans import learn, planned
 from .preparing import prepared
 from .program import checked_inputs, program
 
@@ -48,9 +49,15 @@ def execute(
     found = program(model, level)
     values = checked_inputs(model, inputs)
     found.check(values)
+    if keep is None:
+        outputs = planned(found, values)
+        if outputs is not None:
+            return outputs
     for call in found.calls:
         call(values)
-    if keep is not None:
+    if keep is None:
+        learn(found, values)
+    else:
         keep.update(found.constants)
         keep.update(values)
     return {name: values[name] if name in values else found.constants[name] for name in model.output_names}
