@@ -15,6 +15,8 @@ from .program import checked_inputs, program
 
 __all__ = ["execute", "run"]
 
+NEWEST = FeatureLevel.newest()
+
 
 def run(
     model: ModelSource, inputs: Mapping[str, object], feature_level: FeatureLevel | str | None = None
@@ -45,7 +47,7 @@ def execute(
     model: Model, inputs: Mapping[str, object], feature_level=None, keep: dict[str, np.ndarray] | None = None
 ) -> dict[str, np.ndarray]:
     """:func:`run` on a prepared model; every value computed goes into ``keep`` when given."""
-    level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
+    level = NEWEST if feature_level is None else FeatureLevel.parse(feature_level)
     found = program(model, level)
     values = checked_inputs(model, inputs)
     found.check(values)
