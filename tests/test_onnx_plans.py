@@ -76,6 +76,25 @@ def test_each_signature_and_thread_count_has_its_plan(rng) -> None:
     assert len(program(loaded, dmlq.FeatureLevel.newest()).plans) == 2 * min(available_cores(), 2)
 
 
+def test_a_values_memory_serves_later_values_once_nothing_reads_it(rng) -> None:
+    """Eight rounds of DequantizeLinear, Neg, QuantizeLinear: the plan holds a few values' memory."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"])]
+    for index in range(8):
+        nodes += [
+            helper.make_node("DequantizeLinear", [f"q{index}", "s", "z"], [f"d{index}"]),
+            helper.make_node("Neg", [f"d{index}"], [f"n{index}"]),
+            helper.make_node("QuantizeLinear", [f"n{index}", "s", "z"], [f"q{index + 1}"]),
+        ]
+    loaded = dx.load(model(nodes, {"x": np.zeros((64, 256), F32)}, SCALES, ["q8"], 13))
+    x = rng.uniform(-8, 8, (64, 256)).astype(F32)
+    expected = step_by_step(loaded, {"x": x})
+    for _ in range(2):
+        assert_same(dx.run(loaded, {"x": x}), expected)
+    (plan,) = program(loaded, dmlq.FeatureLevel.newest()).plans.values()
+    held = sum(memory.nbytes for pool in plan.arena.free.values() for memory in pool)
+    assert held <= 2 * x.nbytes + 2 * x.size  # two float values and two uint8 ones, of 16 and 8
+
+
 def test_a_runs_outputs_are_its_own_while_later_runs_compute(rng) -> None:
     loaded = chain()
     runs = [rng.uniform(-8, 8, (2, 3, 8)).astype(F32) for _ in range(4)]
