@@ -127,9 +127,9 @@ class PartTimer:
         return call
 
 
-def parts_of_a_run(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) -> dict[str, float]:
-    """Median seconds per dmlq run in its kernels, in binding their buffers, in the other nodes'
-    sessions, and in the runner's bookkeeping."""
+def parts_of_runs(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) -> list[dict[str, float]]:
+    """Per dmlq run, seconds in its kernels, in binding their buffers, in the other nodes' sessions,
+    and in the runner's bookkeeping."""
     samples = []
     for _ in range(repeats):
         with PartTimer() as timer:
@@ -138,7 +138,7 @@ def parts_of_a_run(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) 
             total = time.perf_counter() - start
         timer.spent["bookkeeping"] = total - sum(timer.spent.values())
         samples.append(timer.spent)
-    return {part: statistics.median(sample[part] for sample in samples) for part in PARTS}
+    return samples
 
 
 def cpu_session(proto, threads: int) -> onnxruntime.InferenceSession:
@@ -163,11 +163,13 @@ def measure(proto, threads: list[int], rounds: int, repeats: int) -> dict[int, d
         for call in calls.values():
             call(), call()
         medians = {name: [] for name in calls}
-        for _ in range(rounds):
+        parts = []
+        for _ in range(rounds):  # the parts' runs take their turn too, timed apart (the timer costs)
             for name, call in calls.items():
                 medians[name].append(median_seconds(call, repeats))
+            parts += parts_of_runs(loaded, feeds, repeats)
         found[count] = {name: statistics.median(values) for name, values in medians.items()}
-        found[count]["parts"] = parts_of_a_run(loaded, feeds, repeats)
+        found[count]["parts"] = {part: statistics.median(sample[part] for sample in parts) for part in PARTS}
     return found
 
 
