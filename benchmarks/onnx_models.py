@@ -17,9 +17,10 @@ ratio, then the best thread count of each side against the other's best (targets
 batch 1 at most 2.0), and where dmlq's time goes: dmlq's kernels (``CompiledOperator.run_arrays``),
 the binding of their buffers (``CompiledOperator.bind``: a planned run binds only the model's inputs
 and outputs), onnxruntime's sessions for the other nodes (``InferenceSession.run`` and
-``run_with_iobinding``) and the runner's bookkeeping (the rest of ``dmlq.onnx.run``: inputs checked,
-the plan's calls made). "floor" is (kernels + other nodes) / onnxruntime: the ratio with no binding
-and no bookkeeping at all, below which only faster kernels, or onnxruntime's other nodes, go.
+``run_with_iobinding``) and the runner's bookkeeping (the rest of ``dmlq.onnx.run``: inputs
+checked, the plan's calls made; the timer's own cost per timed call taken out). "floor" is
+(kernels + other nodes) / onnxruntime: the ratio with no binding and no bookkeeping at all, below
+which only faster kernels, or onnxruntime's other nodes, go.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class PartTimer:
 
     def __init__(self) -> None:
         self.spent = dict.fromkeys(PARTS, 0.0)
+        self.calls = 0
         self._own: dict[tuple[type, str], object] = {}
 
     def __enter__(self) -> PartTimer:
@@ -123,21 +125,34 @@ class PartTimer:
                 return method(*args, **kwargs)
             finally:
                 self.spent[part] += time.perf_counter() - start
+                self.calls += 1
 
         return call
+
+    @classmethod
+    def cost(cls, calls: int = 20000) -> float:
+        """Seconds a timed call adds outside what it times (which a run's bookkeeping would hold)."""
+        timer = cls()
+        timed = timer._timed("kernels", lambda: None)
+        start = time.perf_counter()
+        for _ in range(calls):
+            timed()
+        return (time.perf_counter() - start - timer.spent["kernels"]) / calls
 
 
 def parts_of_runs(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) -> list[dict[str, float]]:
     """Per dmlq run, seconds in its kernels, in binding their buffers, in the other nodes' sessions,
     and in the runner's bookkeeping."""
     samples = []
-    for _ in range(repeats):
-        with PartTimer() as timer:
+    cost = PartTimer.cost()
+    with PartTimer() as timer:  # installed once: installing it costs the next calls their method caches
+        for _ in range(repeats):
+            timer.spent, timer.calls = dict.fromkeys(PARTS, 0.0), 0
             start = time.perf_counter()
             dx.run(model, feeds)
             total = time.perf_counter() - start
-        timer.spent["bookkeeping"] = total - sum(timer.spent.values())
-        samples.append(timer.spent)
+            timer.spent["bookkeeping"] = total - sum(timer.spent.values()) - timer.calls * cost
+            samples.append(timer.spent)
     return samples
 
 
