@@ -1,6 +1,7 @@
-"""A prepared model's later runs of one input signature go by its plan (dmlq.onnx.plans): the bits of
-the step-by-step run, new output arrays each run, and the step-by-step run wherever a plan cannot
-serve (another thread running it, an other node's output shape that depends on the data)."""
+"""Load once, run many: a model's mapped steps are compiled when it is loaded where its types are
+static, and the later runs of one input signature go by its plan (dmlq.onnx.plans): the bits of the
+step-by-step run, new output arrays each run, and the step-by-step run wherever a plan cannot serve
+(another thread running it, an other node's output shape that depends on the data)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ SCALES = {"s": F32(0.05), "z": U8(128)}
 
 def chain(shape=(2, 3, 8), symbolic: bool = False) -> dx.Model:
     """Mapped and other steps in turn; ``q`` (read by a later step) and ``r`` (an other node's, read by a
-    later step) are graph outputs as well as ``y``; ``symbolic``: x's first dimension is ``N``."""
+    later step) are graph outputs as well as ``y``; ``symbolic``: their first dimension is ``N``."""
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
@@ -37,8 +38,8 @@ def chain(shape=(2, 3, 8), symbolic: bool = False) -> dx.Model:
         helper.make_node("DequantizeLinear", ["q3", "s", "z"], ["y"]),
     ]
     made = model(nodes, {"x": np.zeros(shape, F32)}, SCALES, ["y", "q", "r"], 13)
-    if symbolic:
-        made.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    for value in [*made.graph.input, *made.graph.output] if symbolic else []:
+        value.type.tensor_type.shape.dim[0].dim_param = "N"
     return dx.load(made)
 
 
@@ -51,6 +52,16 @@ def assert_same(ours: dict, expected: dict) -> None:
     for name, value in expected.items():
         assert ours[name].dtype == value.dtype
         np.testing.assert_array_equal(ours[name], value)
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_load_compiles_the_mapped_steps_where_the_shapes_are_static(symbolic, rng) -> None:
+    loaded = chain((5, 8), symbolic=symbolic)
+    found = program(loaded, dmlq.FeatureLevel.newest())
+    assert len(found.compiled_operators()) == (0 if symbolic else 6)
+    x = rng.uniform(-8, 8, (5, 8)).astype(F32)
+    dx.run(loaded, {"x": x})
+    assert len(found.compiled_operators()) == 6  # the run compiled nothing more, or what it needed
 
 
 def test_later_runs_go_by_the_plan_with_the_step_by_step_bits(rng) -> None:

@@ -12,6 +12,7 @@ and executes those calls.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,12 +32,13 @@ from . import sessions
 from .loading import Model
 from .staging import Stage, stages
 from .steps import Output, Source, Spec, Step
-from .verdicts import refusals
+from .verdicts import refusals, static_specs
 
 __all__ = ["Program", "checked_inputs", "program", "specs"]
 
 NIBBLES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 Call = Callable[[dict[str, np.ndarray]], None]
+Typed = np.ndarray | Spec  # what a signature is read from: a value, or its dtype and shape alone
 
 
 def program(model: Model, level: FeatureLevel) -> Program:
@@ -64,6 +66,7 @@ class Program:
                 self.constants.update(step.constants)
         for stage in stages(model):
             self._add(stage)
+        self._compile_static()
 
     def compiled_operators(self) -> list[CompiledOperator]:
         """The operators compiled so far (for a constant step: none, its result is a constant)."""
@@ -84,7 +87,7 @@ class Program:
             for session in call.sessions.values()
         ]
 
-    def check(self, values: Mapping[str, np.ndarray]) -> None:
+    def check(self, values: Mapping[str, Typed]) -> None:
         """DmlError for a step the provider cannot create, with these inputs' shapes (once per signature)."""
         if self.refusals:
             raise DmlError(self.refusals[0])
@@ -95,6 +98,21 @@ class Program:
         if found:
             raise DmlError(found[0])
         self._checked.add(signature)
+
+    def _compile_static(self) -> None:
+        """Each mapped step compiled for its operands' static types, and the model's inputs checked,
+        where the model's types give them: a run of those dtypes and shapes then only executes. A
+        step or input the provider refuses is left for a run to refuse."""
+        for call in self.calls:
+            if isinstance(call, _MappedCall):
+                found = static_specs(self.model, call.step, self.constants, symbolic=None)
+                if found is not None:
+                    with contextlib.suppress(DmlError):
+                        call.kernel(dict(zip(call.step.inputs, found)))
+        inputs = _static_inputs(self.model)
+        if inputs is not None:
+            with contextlib.suppress(DmlError):
+                self.check(inputs)
 
     def _add(self, stage: Stage) -> None:
         for step in stage.steps:
@@ -141,7 +159,7 @@ class _MappedCall:
         for name, output in kernel.outputs:
             values[name] = _value(results[output.node][output.index], output)
 
-    def kernel(self, values: Mapping[str, np.ndarray]) -> _Kernel:
+    def kernel(self, values: Mapping[str, Typed]) -> _Kernel:
         """The step's operators compiled for the dtypes and shapes of its variable operands in ``values``."""
         key = tuple((values[name].dtype, values[name].shape) for _, name in self.variable)
         kernel = self.compiled.get(key)
@@ -164,7 +182,7 @@ class _Kernel:
     builds them: constant operands flagged OWNED_BY_DML and bound once (``GraphDescBuilder.cpp``),
     and the results of operators that read constants alone computed once (the same bits each run)."""
 
-    def __init__(self, program: Program, step: Step, values: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, program: Program, step: Step, values: Mapping[str, Typed]) -> None:
         constants = program.constants
         described = step.describe(specs(step, {**constants, **values}))
         constant = {index for index, name in enumerate(step.inputs) if name and name in constants}
@@ -273,7 +291,18 @@ class _OtherCall:
         return found
 
 
-def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
+def _static_inputs(model: Model) -> dict[str, Spec] | None:
+    """The model's inputs as its types declare them, where every dtype and dimension is known."""
+    found = {name: model.types.get(name) for name in model.input_names}
+    if any(
+        each is None or each.dtype is None or each.shape is None or None in each.shape
+        for each in found.values()
+    ):
+        return None
+    return {name: Spec(each.dtype, each.shape) for name, each in found.items()}
+
+
+def specs(step: Step, values: Mapping[str, Typed]) -> list[Spec | None]:
     return [Spec(values[name].dtype, values[name].shape) if name else None for name in step.inputs]
 
 
