@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dmlq import _core, reference
+from dmlq.kernels import available_levels
 
 U8, I8 = np.uint8, np.int8
 TYPES = [(a, b, out) for a in (U8, I8) for b in (U8, I8) for out in (U8, I8)]
@@ -106,6 +107,8 @@ def test_a_failed_verification_divides_and_still_matches(level, out_type):
 
 
 def test_small_calls_never_verify_but_use_a_cached_verdict(level):
+    # Verdicts are kept per level, and no other test uses these parameters: the first small call
+    # finds no verdict whatever ran before it.
     scales, zeros = (0.021, 0.033, 0.047), (128, 128, 128)
     a, b = all_pairs(U8, U8)
     small = (a[:16], b[:16])
@@ -113,6 +116,23 @@ def test_small_calls_never_verify_but_use_a_cached_verdict(level):
     verdict = computed(a, b, U8, scales, zeros, False)[1]
     assert computed(*small, U8, scales, zeros, False)[1] == verdict
     assert verdict == ("corrected" if division_free(level) else "divide")
+
+
+def test_no_level_sees_a_verdict_another_level_found():
+    # avx512 and avx512_vnni run the same row table; each still verifies for itself.
+    scales, zeros = (0.019, 0.029, 0.043), (128, 128, 128)
+    a, b = all_pairs(U8, U8)
+    small = (a[:16], b[:16])
+    try:
+        for verified in available_levels():
+            _core.set_level(verified)
+            computed(a, b, U8, scales, zeros, False)
+            for unverified in available_levels()[available_levels().index(verified) + 1 :]:
+                _core.set_level(unverified)
+                assert computed(*small, U8, scales, zeros, False)[1] == "divide", (verified, unverified)
+                _core.set_level(verified)
+    finally:
+        _core.set_level(_core.detected_level())
 
 
 def test_sixteen_million_elements_equal_the_reference():

@@ -124,9 +124,10 @@ typedef struct {
 } dmlq_row_table;
 
 /* Whether the quantized add may take the level's verified division-free route for these parameters
- * (never with reciprocal_division, which divides by nothing). Verdicts are cached per parameter set
- * and level; calls of fewer than 65,536 elements use a cached verdict but never verify. Call with the
- * GIL held: it guards the cache. */
+ * (never with reciprocal_division, which divides by nothing). `rows` is the current level's table.
+ * Verdicts are cached per parameter set and level (dmlq_level(), not the table: levels that share a
+ * table verify apart); calls of fewer than 65,536 elements use a cached verdict but never verify.
+ * Call with the GIL held: it guards the cache. */
 int dmlq_qadd_corrected(const dmlq_row_table *rows, const dmlq_qadd_params *params, ptrdiff_t elements);
 
 extern const dmlq_row_table dmlq_rows_portable;
