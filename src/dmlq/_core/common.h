@@ -123,6 +123,18 @@ typedef struct {
     int (*corrected_qadd_exact)(const dmlq_qadd_params *params);
 } dmlq_row_table;
 
+static inline int dmlq_within(float x, float bound) { return x >= -bound && x <= bound; } /* NaN: 0 */
+
+/* Whether a quantized add's parameters suit the SIMD kernels: scales within 1e30 keep both products
+ * and their sum finite, and a normal 1 / output scale keeps the quotient (or the product by
+ * 1 / output scale) from being NaN; the output zero point within 2**15 - 256 lets the kernels add it
+ * to int16 values with saturation and still clamp as int32 would. */
+static inline int dmlq_qadd_simd_parameters(const dmlq_qadd_params *P) {
+    const float inverse = 1.0f / P->out_scale;
+    return dmlq_within(P->a_scale, 1e30f) && dmlq_within(P->b_scale, 1e30f) && !dmlq_within(inverse, 0x1p-126f) &&
+           dmlq_within(inverse, 0x1.fffffep127f) && dmlq_within(P->out_zero_point, 32512.0f);
+}
+
 /* Whether the quantized add may take the level's verified division-free route for these parameters
  * (never with reciprocal_division, which divides by nothing). `rows` is the current level's table.
  * Verdicts are cached per parameter set and level (dmlq_level(), not the table: levels that share a

@@ -27,21 +27,18 @@ static void floats_to_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
 enum { DIVIDE, MULTIPLY, CORRECTED };
 
 typedef struct {
-    __m256i a_zero, b_zero, out_zero, nan_out, out_sign;
+    __m256i a_zero, b_zero, out_zero; /* out_zero: 16 int16 lanes */
     __m256 a_scale, b_scale, divisor, inverse;
 } qadd_vectors;
 
 /* Inputs are read this far ahead: the loop is short and memory-bound. */
 enum { QADD_PREFETCH_BYTES = 4096 };
 
-/* int8 outputs saturate as uint8 shifted by 128, then flip their top bit back. */
 static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
-    const int shift = P->out_signed ? 128 : 0;
     return (qadd_vectors){
         _mm256_set1_epi32(P->a_zero_point), _mm256_set1_epi32(P->b_zero_point),
-        _mm256_set1_epi32((int32_t)P->out_zero_point + shift), _mm256_set1_epi32(shift), _mm256_set1_epi8((char)shift),
-        _mm256_set1_ps(P->a_scale), _mm256_set1_ps(P->b_scale), _mm256_set1_ps(P->out_scale),
-        _mm256_set1_ps(1.0f / P->out_scale)};
+        _mm256_set1_epi16((int16_t)P->out_zero_point), _mm256_set1_ps(P->a_scale), _mm256_set1_ps(P->b_scale),
+        _mm256_set1_ps(P->out_scale), _mm256_set1_ps(1.0f / P->out_scale)};
 }
 
 /* float32(bytes - zero) * scale for 8 bytes. */
@@ -58,39 +55,42 @@ static inline __m256 quotient_8(__m256 sum, const qadd_vectors *v, const int mod
     return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, v->divisor, sum), v->inverse, q);
 }
 
-/* round(q) + zero as int32, the conversion rounding half to even. Unverified (`guarded`), q is
- * clamped to +-2**16 first so that it converts: beyond, every output saturates anyway (|zero| <=
- * 2**15, see fast_qadd), and NaN gives nan_out (the output 0). The corrected route skips both: its
- * verification compares every output, so parameters where they would matter divide instead. */
-static inline __m256i shifted_8(__m256 q, __m256i zero, __m256i nan_out, const int guarded) {
-    if (!guarded) return _mm256_add_epi32(_mm256_cvtps_epi32(q), zero);
+/* round(q) as int32, the conversion rounding half to even (MXCSR's default). Unverified (`guarded`),
+ * q is clamped to +-2**16 first so that it converts: beyond, every output saturates anyway, and q
+ * is never NaN (dmlq_qadd_simd_parameters). The
+ * corrected route skips the clamp: its verification compares every output, so parameters where it
+ * would matter divide instead. */
+static inline __m256i rounded_8(__m256 q, const int guarded) {
+    if (!guarded) return _mm256_cvtps_epi32(q);
     const __m256 bound = _mm256_set1_ps(65536.0f);
-    const __m256 clamped = _mm256_min_ps(_mm256_max_ps(q, _mm256_sub_ps(_mm256_setzero_ps(), bound)), bound);
-    const __m256i r = _mm256_add_epi32(_mm256_cvtps_epi32(clamped), zero);
-    return _mm256_blendv_epi8(nan_out, r, _mm256_castps_si256(_mm256_cmp_ps(q, q, _CMP_ORD_Q)));
+    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, _mm256_sub_ps(_mm256_setzero_ps(), bound)), bound));
 }
 
-/* 32 outputs: four vectors of 8 packed with saturation to int16, then to uint8 (and back to int8). */
+/* 32 outputs: four vectors of 8 packed to int16 with saturation, the zero point added with
+ * saturation, packed to bytes with the output type's saturation (the clamp), lanes reordered. The
+ * int16 steps clamp as int32 would (dmlq_qadd_simd_parameters bounds the zero point). */
 static inline __m256i qadd_32(const uint8_t *a, const uint8_t *b, const qadd_vectors *v, const int a_signed,
-                              const int b_signed, const int mode) {
+                              const int b_signed, const int out_signed, const int mode) {
     __m256i r[4];
     for (int k = 0; k < 4; k++) {
         const __m256 sum = _mm256_add_ps(scaled_8(a + 8 * k, a_signed, v->a_zero, v->a_scale),
                                          scaled_8(b + 8 * k, b_signed, v->b_zero, v->b_scale));
-        r[k] = shifted_8(quotient_8(sum, v, mode), v->out_zero, v->nan_out, mode != CORRECTED);
+        r[k] = rounded_8(quotient_8(sum, v, mode), mode != CORRECTED);
     }
-    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-    const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    return _mm256_xor_si256(ordered, v->out_sign);
+    const __m256i low = _mm256_adds_epi16(_mm256_packs_epi32(r[0], r[1]), v->out_zero);
+    const __m256i high = _mm256_adds_epi16(_mm256_packs_epi32(r[2], r[3]), v->out_zero);
+    const __m256i bytes = out_signed ? _mm256_packs_epi16(low, high) : _mm256_packus_epi16(low, high);
+    return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* Fewer than 32 outputs, through zero-padded tiles, by the same arithmetic as whole vectors. */
 static inline void qadd_partial(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t count,
-                                const qadd_vectors *v, const int a_signed, const int b_signed, const int mode) {
+                                const qadd_vectors *v, const int a_signed, const int b_signed, const int out_signed,
+                                const int mode) {
     uint8_t a_tile[32] = {0}, b_tile[32] = {0}, out_tile[32];
     memcpy(a_tile, a, (size_t)count);
     memcpy(b_tile, b, (size_t)count);
-    _mm256_storeu_si256((__m256i *)out_tile, qadd_32(a_tile, b_tile, v, a_signed, b_signed, mode));
+    _mm256_storeu_si256((__m256i *)out_tile, qadd_32(a_tile, b_tile, v, a_signed, b_signed, out_signed, mode));
     memcpy(out, out_tile, (size_t)count);
 }
 
@@ -98,40 +98,34 @@ static inline void qadd_partial(const uint8_t *a, const uint8_t *b, uint8_t *out
  * elements), unlike the prefetch, which must survive inlining (check with gcc -S: prefetcht0). */
 static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, const uint8_t *b, uint8_t *out,
                                                             ptrdiff_t n, const qadd_vectors *v, const int a_signed,
-                                                            const int b_signed, const int mode) {
+                                                            const int b_signed, const int out_signed, const int mode) {
     ptrdiff_t i = 0;
     for (; i + 32 <= n; i += 32) {
         _mm_prefetch((const char *)(a + i) + QADD_PREFETCH_BYTES, _MM_HINT_T0);
         _mm_prefetch((const char *)(b + i) + QADD_PREFETCH_BYTES, _MM_HINT_T0);
-        _mm256_storeu_si256((__m256i *)(out + i), qadd_32(a + i, b + i, v, a_signed, b_signed, mode));
+        _mm256_storeu_si256((__m256i *)(out + i), qadd_32(a + i, b + i, v, a_signed, b_signed, out_signed, mode));
     }
-    if (i < n) qadd_partial(a + i, b + i, out + i, n - i, v, a_signed, b_signed, mode);
+    if (i < n) qadd_partial(a + i, b + i, out + i, n - i, v, a_signed, b_signed, out_signed, mode);
 }
 
 static void qadd_contiguous(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t n,
                             const dmlq_qadd_params *P, int mode) {
     const qadd_vectors v = qadd_setup(P);
-    switch (P->a_signed * 6 + P->b_signed * 3 + mode) {
-    case 0: qadd_loop(a, b, out, n, &v, 0, 0, DIVIDE); break;
-    case 1: qadd_loop(a, b, out, n, &v, 0, 0, MULTIPLY); break;
-    case 2: qadd_loop(a, b, out, n, &v, 0, 0, CORRECTED); break;
-    case 3: qadd_loop(a, b, out, n, &v, 0, 1, DIVIDE); break;
-    case 4: qadd_loop(a, b, out, n, &v, 0, 1, MULTIPLY); break;
-    case 5: qadd_loop(a, b, out, n, &v, 0, 1, CORRECTED); break;
-    case 6: qadd_loop(a, b, out, n, &v, 1, 0, DIVIDE); break;
-    case 7: qadd_loop(a, b, out, n, &v, 1, 0, MULTIPLY); break;
-    case 8: qadd_loop(a, b, out, n, &v, 1, 0, CORRECTED); break;
-    case 9: qadd_loop(a, b, out, n, &v, 1, 1, DIVIDE); break;
-    case 10: qadd_loop(a, b, out, n, &v, 1, 1, MULTIPLY); break;
-    default: qadd_loop(a, b, out, n, &v, 1, 1, CORRECTED); break;
+#define QADD_MODES(as, bs, os)                                                                \
+    case (as * 4 + bs * 2 + os) * 3 + DIVIDE: qadd_loop(a, b, out, n, &v, as, bs, os, DIVIDE); break;     \
+    case (as * 4 + bs * 2 + os) * 3 + MULTIPLY: qadd_loop(a, b, out, n, &v, as, bs, os, MULTIPLY); break; \
+    case (as * 4 + bs * 2 + os) * 3 + CORRECTED: qadd_loop(a, b, out, n, &v, as, bs, os, CORRECTED); break;
+    switch ((P->a_signed * 4 + P->b_signed * 2 + P->out_signed) * 3 + mode) {
+        QADD_MODES(0, 0, 0) QADD_MODES(0, 0, 1) QADD_MODES(0, 1, 0) QADD_MODES(0, 1, 1)
+        QADD_MODES(1, 0, 0) QADD_MODES(1, 0, 1) QADD_MODES(1, 1, 0) QADD_MODES(1, 1, 1)
     }
+#undef QADD_MODES
 }
 
-/* Contiguous operands and an output zero point within 2**15 (shifted_8's clamp). */
+/* Contiguous operands and parameters that keep every quotient a number (dmlq_qadd_simd_parameters). */
 static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_qadd_params *P, int stream) {
     (void)stream;
-    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !(P->out_zero_point >= -32768.0f && P->out_zero_point <= 32768.0f))
-        return 0;
+    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !dmlq_qadd_simd_parameters(P)) return 0;
     const int mode = P->reciprocal ? MULTIPLY : P->corrected ? CORRECTED : DIVIDE;
     qadd_contiguous((const uint8_t *)p[0], (const uint8_t *)p[1], (uint8_t *)p[2], n, P, mode);
     return 1;

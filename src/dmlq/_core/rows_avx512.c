@@ -62,8 +62,10 @@ static float normal_inverse(float divisor) {
     return fabsf(inverse) >= 0x1p-126f && fabsf(inverse) <= 0x1.fffffep127f ? inverse : 0.0f;
 }
 
-/* CORRECTED (the quantized add only, where verified for its parameters: rows.h): q = x * inverse,
- * then q + (x - q * divisor) * inverse, the residual exact in one FMA (Markstein's correction step). */
+/* How a quotient is computed: x / divisor (DIVIDE), the same after an estimate (rounded_quotient),
+ * x * divisor with the divisor inverted beforehand (MULTIPLY: reciprocal_division), and for the
+ * quantized add only, where verified for its parameters (rows.h), CORRECTED: q = x * inverse, then
+ * q + (x - q * divisor) * inverse, the residual exact in one FMA (Markstein's correction step). */
 enum { DIVIDE, DIVIDE_WITH_ESTIMATE, MULTIPLY, CORRECTED };
 
 static int quotient_mode(int reciprocal, float inverse) {
@@ -75,10 +77,8 @@ static int quotient_mode(int reciprocal, float inverse) {
 static inline __m128i quantized(__m512 x, __m512 divisor, __m512 inverse, int mode, __m512 zero, __m512 lo,
                                 __m512 hi, int check_nan) {
     __m512 r;
-    if (mode == MULTIPLY || mode == CORRECTED) {
-        const __m512 q = _mm512_mul_ps(x, mode == MULTIPLY ? divisor : inverse);
-        const __m512 y = mode == MULTIPLY ? q : _mm512_fmadd_ps(_mm512_fnmadd_ps(q, divisor, x), inverse, q);
-        r = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (mode == MULTIPLY) {
+        r = _mm512_roundscale_ps(_mm512_mul_ps(x, divisor), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     } else {
         r = rounded_quotient(x, divisor, inverse, mode == DIVIDE_WITH_ESTIMATE);
     }
@@ -110,7 +110,7 @@ static inline void store_floats16(float *out, __m512 v, __mmask16 mask, int stre
  * left a 16M-element quantize waiting on memory as long as it computed, at half the speed. */
 enum { PREFETCH_BYTES = 8192 };
 
-static inline void prefetch_ahead(const void *p) { _mm_prefetch((const char *)p + PREFETCH_BYTES, _MM_HINT_T0); }
+static inline void prefetch_ahead(const void *p) { __builtin_prefetch((const char *)p + PREFETCH_BYTES, 0, 3); }
 
 /* Runs BODY(i, mask, stream) over n elements in steps of 16: a masked head up to the output's
  * alignment, whole vectors (each after PREFETCH(i); the loop unrolled as the pragma UNROLL says), a
@@ -194,56 +194,114 @@ static int fast_dequantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, cons
     return 1;
 }
 
-/* The quantized add over contiguous bytes, specialised by the compiler for each constant flag. */
+/* ---- the quantized add over contiguous bytes --------------------------------------------------- */
+
+typedef struct {
+    __m512i a_zero, b_zero, out_zero; /* out_zero: 32 int16 lanes */
+    __m512 a_scale, b_scale, divisor, inverse;
+} qadd_vectors;
+
+/* The quotient's mode: DIVIDE, MULTIPLY or CORRECTED. */
+static qadd_vectors qadd_setup(const dmlq_qadd_params *P, int mode) {
+    return (qadd_vectors){
+        _mm512_set1_epi32(P->a_zero_point), _mm512_set1_epi32(P->b_zero_point),
+        _mm512_set1_epi16((int16_t)P->out_zero_point), _mm512_set1_ps(P->a_scale), _mm512_set1_ps(P->b_scale),
+        _mm512_set1_ps(mode == MULTIPLY ? 1.0f / P->out_scale : P->out_scale), _mm512_set1_ps(1.0f / P->out_scale)};
+}
+
+/* round(sum / out_scale) as int32, halves to even. The unverified modes clamp the quotient to
+ * +-2**16 first, so that it converts: beyond, every output saturates anyway, and the quotient is
+ * never NaN (dmlq_qadd_simd_parameters). The corrected route skips
+ * the clamp: its verification compares every output, so parameters where it would matter divide. */
+static inline __m512i rounded_quotient_16(__m512 sum, const qadd_vectors *v, const int mode) {
+    __m512 q;
+    if (mode == DIVIDE) {
+        q = _mm512_div_ps(sum, v->divisor);
+    } else {
+        q = _mm512_mul_ps(sum, mode == MULTIPLY ? v->divisor : v->inverse);
+        if (mode == CORRECTED) q = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, v->divisor, sum), v->inverse, q);
+    }
+    if (mode != CORRECTED) {
+        const __m512 bound = _mm512_set1_ps(65536.0f);
+        q = _mm512_min_ps(_mm512_max_ps(q, _mm512_sub_ps(_mm512_setzero_ps(), bound)), bound);
+    }
+    return _mm512_cvt_roundps_epi32(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* 64 outputs (those `mask` selects): rounded quotients packed to int16 with saturation, the zero
+ * point added with saturation, packed to bytes with the output type's saturation (the clamp), and
+ * the packs' lane interleaving undone. The int16 steps clamp as int32 would
+ * (dmlq_qadd_simd_parameters bounds the zero point). */
+static inline __m512i qadd_64(const uint8_t *a, const uint8_t *b, __mmask64 mask, const qadd_vectors *v,
+                              const int a_signed, const int b_signed, const int out_signed, const int mode) {
+    __m512i r[4];
+    for (int k = 0; k < 4; k++) {
+        const __mmask16 quarter = (__mmask16)(mask >> (16 * k));
+        const __m512 sum = _mm512_add_ps(scaled_bytes(a + 16 * k, a_signed, quarter, v->a_zero, v->a_scale),
+                                         scaled_bytes(b + 16 * k, b_signed, quarter, v->b_zero, v->b_scale));
+        r[k] = rounded_quotient_16(sum, v, mode);
+    }
+    const __m512i low = _mm512_adds_epi16(_mm512_packs_epi32(r[0], r[1]), v->out_zero);
+    const __m512i high = _mm512_adds_epi16(_mm512_packs_epi32(r[2], r[3]), v->out_zero);
+    const __m512i bytes = out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), bytes);
+}
+
+static inline __mmask64 first_64(ptrdiff_t count) { return count >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << count) - 1; }
+
+/* Whole blocks of 64 from a + i, b + i to out + i for i = -blocks * 64 ... -64: the pointers point
+ * past the blocks, so that one counter steps and ends the loop. */
+#define QADD_BLOCKS(STORE)                                                                                \
+    for (ptrdiff_t i = -64 * blocks; i < 0; i += 64) {                                                    \
+        prefetch_ahead(a + i);                                                                            \
+        prefetch_ahead(b + i);                                                                            \
+        STORE((__m512i *)(out + i), qadd_64(a + i, b + i, ~(__mmask64)0, v, a_signed, b_signed, out_signed, mode)); \
+    }
+
+/* A masked head up to the output's 64-byte alignment, whole blocks of 64 (streamed past the caches
+ * with `stream`: whole, aligned lines), a masked tail. Each block reads its 64 inputs before it
+ * writes: out may be a or b itself. */
 static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, const uint8_t *b, uint8_t *out,
-                                                            ptrdiff_t n, const dmlq_qadd_params *P,
-                                                            const int a_signed, const int b_signed,
-                                                            const int mode, const int stream) {
-    const __m512i a_zero = _mm512_set1_epi32(P->a_zero_point), b_zero = _mm512_set1_epi32(P->b_zero_point);
-    const __m512 a_scale = _mm512_set1_ps(P->a_scale), b_scale = _mm512_set1_ps(P->b_scale);
-    const __m512 divisor = _mm512_set1_ps(mode == MULTIPLY ? 1.0f / P->out_scale : P->out_scale);
-    const __m512 inverse = _mm512_set1_ps(1.0f / P->out_scale);
-    const __m512 zero = _mm512_set1_ps(P->out_zero_point), lo = _mm512_set1_ps(P->lo), hi = _mm512_set1_ps(P->hi);
-#define QADD_16(i, mask, stream)                                                                          \
-    store_bytes(out + (i),                                                                                \
-                quantized(_mm512_add_ps(scaled_bytes(a + (i), a_signed, mask, a_zero, a_scale),          \
-                                        scaled_bytes(b + (i), b_signed, mask, b_zero, b_scale)),          \
-                          divisor, inverse, mode, zero, lo, hi, 0),                                       \
-                mask, stream)
-    /* Not unrolled: the unrolled loop of divisions ran at two thirds of the speed (seen on a Xeon). */
-#define QADD_PREFETCH(i) (prefetch_ahead(a + (i)), prefetch_ahead(b + (i)))
-    VECTOR_LOOP(out, 1, 16, n, QADD_16, QADD_PREFETCH, "GCC unroll 1");
+                                                            ptrdiff_t n, const qadd_vectors *v, const int a_signed,
+                                                            const int b_signed, const int out_signed, const int mode,
+                                                            const int stream) {
+    const ptrdiff_t head = head_count((const char *)out, 1, 64, n), blocks = (n - head) / 64;
+    if (head)
+        _mm512_mask_storeu_epi8(out, first_64(head), qadd_64(a, b, first_64(head), v, a_signed, b_signed, out_signed, mode));
+    a += head + 64 * blocks;
+    b += head + 64 * blocks;
+    out += head + 64 * blocks;
+    if (stream) {
+        QADD_BLOCKS(_mm512_stream_si512)
+        _mm_sfence();
+    } else {
+        QADD_BLOCKS(_mm512_store_si512)
+    }
+    const ptrdiff_t tail = n - head - 64 * blocks;
+    if (tail)
+        _mm512_mask_storeu_epi8(out, first_64(tail), qadd_64(a, b, first_64(tail), v, a_signed, b_signed, out_signed, mode));
 }
 
 /* The quantized add of contiguous bytes with each combination of types and quotient compiled apart. */
 static void qadd_contiguous(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t n, const dmlq_qadd_params *P,
                             int mode, int stream) {
-    switch (P->a_signed * 6 + P->b_signed * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
-    case 0: qadd_loop(a, b, out, n, P, 0, 0, DIVIDE, stream); break;
-    case 1: qadd_loop(a, b, out, n, P, 0, 0, MULTIPLY, stream); break;
-    case 2: qadd_loop(a, b, out, n, P, 0, 0, CORRECTED, stream); break;
-    case 3: qadd_loop(a, b, out, n, P, 0, 1, DIVIDE, stream); break;
-    case 4: qadd_loop(a, b, out, n, P, 0, 1, MULTIPLY, stream); break;
-    case 5: qadd_loop(a, b, out, n, P, 0, 1, CORRECTED, stream); break;
-    case 6: qadd_loop(a, b, out, n, P, 1, 0, DIVIDE, stream); break;
-    case 7: qadd_loop(a, b, out, n, P, 1, 0, MULTIPLY, stream); break;
-    case 8: qadd_loop(a, b, out, n, P, 1, 0, CORRECTED, stream); break;
-    case 9: qadd_loop(a, b, out, n, P, 1, 1, DIVIDE, stream); break;
-    case 10: qadd_loop(a, b, out, n, P, 1, 1, MULTIPLY, stream); break;
-    default: qadd_loop(a, b, out, n, P, 1, 1, CORRECTED, stream); break;
+    const qadd_vectors v = qadd_setup(P, mode);
+#define QADD_MODES(as, bs, os)                                                          \
+    case (as * 4 + bs * 2 + os) * 3 + 0: qadd_loop(a, b, out, n, &v, as, bs, os, DIVIDE, stream); break;   \
+    case (as * 4 + bs * 2 + os) * 3 + 1: qadd_loop(a, b, out, n, &v, as, bs, os, MULTIPLY, stream); break; \
+    case (as * 4 + bs * 2 + os) * 3 + 2: qadd_loop(a, b, out, n, &v, as, bs, os, CORRECTED, stream); break;
+    switch ((P->a_signed * 4 + P->b_signed * 2 + P->out_signed) * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
+        QADD_MODES(0, 0, 0) QADD_MODES(0, 0, 1) QADD_MODES(0, 1, 0) QADD_MODES(0, 1, 1)
+        QADD_MODES(1, 0, 0) QADD_MODES(1, 0, 1) QADD_MODES(1, 1, 0) QADD_MODES(1, 1, 1)
     }
+#undef QADD_MODES
 }
 
-/* Contiguous operands and scales under which the sum cannot be NaN: |scale| <= 1e30 keeps both
- * products finite, and a normal 1 / output scale keeps the quotient (or product) from being NaN.
- * Without a verified correction step the sums divide without the estimate: they lie on a lattice,
- * often on ties, where the estimate must divide anyway (simple scale ratios put most vectors
- * there), and where it does not, dividing is as fast here, the loop waiting on memory. */
+/* Contiguous operands and parameters that keep every quotient a number (dmlq_qadd_simd_parameters).
+ * Without a verified correction step the sums divide without an estimate: they lie on a lattice,
+ * often on ties, where an estimate would divide anyway. */
 static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_qadd_params *P, int stream) {
-    const float inverse = normal_inverse(P->out_scale);
-    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !(fabsf(P->a_scale) <= 1e30f) || !(fabsf(P->b_scale) <= 1e30f) ||
-        inverse == 0.0f)
-        return 0;
+    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !dmlq_qadd_simd_parameters(P)) return 0;
     const int mode = P->reciprocal ? MULTIPLY : P->corrected ? CORRECTED : DIVIDE;
     qadd_contiguous((const uint8_t *)p[0], (const uint8_t *)p[1], (uint8_t *)p[2], n, P, mode, stream);
     return 1;
