@@ -141,6 +141,7 @@ static inline int dmlq_qadd_simd_parameters(const dmlq_qadd_params *P) {
  * table verify apart); calls of fewer than 65,536 elements use a cached verdict but never verify.
  * Call with the GIL held: it guards the cache. */
 int dmlq_qadd_corrected(const dmlq_row_table *rows, const dmlq_qadd_params *params, ptrdiff_t elements);
+void dmlq_qadd_forget_verdicts(void); /* for tests: every parameter set verifies again */
 
 extern const dmlq_row_table dmlq_rows_portable;
 #if DMLQ_X86

@@ -53,3 +53,5 @@ int dmlq_qadd_corrected(const dmlq_row_table *rows, const dmlq_qadd_params *para
     remember(level, rows, params, corrected);
     return corrected;
 }
+
+void dmlq_qadd_forget_verdicts(void) { verdict_count = next_verdict = 0; }
