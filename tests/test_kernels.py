@@ -122,6 +122,46 @@ def test_quantize_near_ties(level):
             assert_same(got, want)
 
 
+def misrounded_by_the_reciprocal(rng, scale, size) -> np.ndarray:
+    """Finite values near (k + 0.5) * scale where x * (1 / scale) rounds to the other integer than
+    x / scale, and is not itself a half-integer: a kernel that trusts the product there misrounds."""
+    ties = ((rng.integers(-300, 300, 100 * size) + 0.5) * np.float64(scale)).astype(F32)
+    x = np.nextafter(ties, np.where(rng.random(ties.size) < 0.5, np.inf, -np.inf).astype(F32))
+    product = x * (F32(1) / scale)
+    misrounded = (np.rint(x / scale) != np.rint(product)) & (product % 1 != 0.5)
+    return x[misrounded][:size]
+
+
+@pytest.mark.parametrize("x_offset, out_offset", [(0, 0), (1, 0), (0, 1), (3, 63)])
+def test_quantize_every_length_alignment_and_route(level, x_offset, out_offset):
+    """Lengths 0-199 across the kernels' heads, blocks and tails, misaligned x and out; x plain
+    values with values the reciprocal misrounds mixed in, or adversarial (NaN, infinities, ties,
+    huge); by division, by the estimate that may skip it (scale 0.37: a normal reciprocal) and by
+    reciprocal_division; nothing written past the end."""
+    rng = np.random.default_rng(x_offset * 64 + out_offset)
+    scale, zero = F32(0.37), U8(200)
+    plain = (rng.standard_normal(200 + x_offset) * 30).astype(F32)
+    picked = rng.random(plain.size) < 0.3
+    plain[picked] = misrounded_by_the_reciprocal(rng, scale, picked.sum())
+    adversarial = floats(rng, 200 + x_offset)
+    adversarial[rng.random(adversarial.size) < 0.05] = F32(3e9)
+    for x_all, scale_value, reciprocal in (
+        (plain, scale, False), (adversarial, scale, False), (plain, scale, True), (adversarial, scale, True),
+        (adversarial, F32(1e-45), False),  # no normal reciprocal: no estimate
+    ):  # fmt: skip
+        for n in range(200):
+            x = x_all[x_offset : x_offset + n]
+            for out_type in BYTES:
+                out = np.zeros(out_offset + n + 64, out_type)[out_offset:]
+                inputs = {"input": x, "scale": np.broadcast_to(scale_value, x.shape),
+                          "zero_point": np.broadcast_to(zero.view(out_type), x.shape)}  # fmt: skip
+                kernels.quantize_linear(None, inputs, out[:n], reciprocal)
+                want = reference.quantize_linear(x, inputs["scale"], inputs["zero_point"], out_type,
+                                                 reciprocal_division=reciprocal)  # fmt: skip
+                assert_same(out[:n], want)
+                assert not out[n:].any(), n
+
+
 def test_quantize_nonfinite_scales(level):
     x = np.float32([0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e38, 2.5])
     for scale_value in (np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45):

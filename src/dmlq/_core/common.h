@@ -125,14 +125,20 @@ typedef struct {
 
 static inline int dmlq_within(float x, float bound) { return x >= -bound && x <= bound; } /* NaN: 0 */
 
+/* 1 / divisor when it is a normal float (the bound on a product by it that the SIMD kernels rely on),
+ * else 0. */
+static inline float dmlq_normal_inverse(float divisor) {
+    const float inverse = 1.0f / divisor;
+    return !dmlq_within(inverse, 0x1p-126f) && dmlq_within(inverse, 0x1.fffffep127f) ? inverse : 0.0f;
+}
+
 /* Whether a quantized add's parameters suit the SIMD kernels: scales within 1e30 keep both products
  * and their sum finite, and a normal 1 / output scale keeps the quotient (or the product by
  * 1 / output scale) from being NaN; the output zero point within 2**15 - 256 lets the kernels add it
  * to int16 values with saturation and still clamp as int32 would. */
 static inline int dmlq_qadd_simd_parameters(const dmlq_qadd_params *P) {
-    const float inverse = 1.0f / P->out_scale;
-    return dmlq_within(P->a_scale, 1e30f) && dmlq_within(P->b_scale, 1e30f) && !dmlq_within(inverse, 0x1p-126f) &&
-           dmlq_within(inverse, 0x1.fffffep127f) && dmlq_within(P->out_zero_point, 32512.0f);
+    return dmlq_within(P->a_scale, 1e30f) && dmlq_within(P->b_scale, 1e30f) &&
+           dmlq_normal_inverse(P->out_scale) != 0.0f && dmlq_within(P->out_zero_point, 32512.0f);
 }
 
 /* Whether the quantized add may take the level's verified division-free route for these parameters

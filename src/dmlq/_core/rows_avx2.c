@@ -18,21 +18,127 @@ static void floats_to_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
     for (; i < n; i++) dst[i] = dmlq_float_to_half(src[i]);
 }
 
-/* ---- the quantized add over contiguous bytes ---------------------------------------------------- */
+/* How a quotient is computed: x / divisor (DIVIDE), x * (1 / divisor) (MULTIPLY: reciprocal_division),
+ * the division unless an estimate shows it unneeded (DIVIDE_WITH_ESTIMATE, quantize), or for the
+ * quantized add, CORRECTED: q = s * (1 / os), the residual s - q * os exact in one FMA, then
+ * q + residual / os by one more FMA (Markstein's correction step). CORRECTED is used only for
+ * parameter sets where it was verified to give the division's output for all 65,536 (a, b) pairs:
+ * corrected_qadd_exact. */
+enum { DIVIDE, MULTIPLY, CORRECTED, DIVIDE_WITH_ESTIMATE };
 
-/* How the sum becomes the quotient: s / os (DIVIDE), s * (1 / os) (MULTIPLY: reciprocal_division),
- * or CORRECTED: q = s * (1 / os), the residual s - q * os exact in one FMA, then q + residual / os
- * by one more FMA (Markstein's correction step). CORRECTED is used only for parameter sets where it
- * was verified to give the division's output for all 65,536 (a, b) pairs: corrected_qadd_exact. */
-enum { DIVIDE, MULTIPLY, CORRECTED };
+/* Inputs are read this far ahead: the loops are short and memory-bound. */
+enum { QADD_PREFETCH_BYTES = 4096, QUANTIZE_PREFETCH_BYTES = 4096 };
+
+/* Four vectors of int32 as 32 output bytes: packed to int16 with saturation, the zero point (16 int16
+ * lanes) added with saturation, packed to bytes with the output type's saturation (the clamp), lanes
+ * reordered. The int16 steps clamp as int32 would while the zero point is within 2**15 - 256. */
+static inline __m256i narrowed_32(const __m256i *r, __m256i zero, const int out_signed) {
+    const __m256i low = _mm256_adds_epi16(_mm256_packs_epi32(r[0], r[1]), zero);
+    const __m256i high = _mm256_adds_epi16(_mm256_packs_epi32(r[2], r[3]), zero);
+    const __m256i bytes = out_signed ? _mm256_packs_epi16(low, high) : _mm256_packus_epi16(low, high);
+    return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* round(x) as int32, the conversion rounding half to even (MXCSR's default), x clamped to +-2**16
+ * first so that it converts: beyond, every 8-bit output saturates anyway. */
+static inline __m256i clamped_rounded_8(__m256 x) {
+    const __m256 bound = _mm256_set1_ps(65536.0f);
+    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), bound)), bound));
+}
+
+/* ---- quantize: contiguous float32, per-tensor scale and zero point ---------------------------------- */
+
+typedef struct {
+    __m256 factor;   /* the normal 1 / scale (DIVIDE_WITH_ESTIMATE, MULTIPLY) */
+    __m256 divisor;  /* the scale (DIVIDE, DIVIDE_WITH_ESTIMATE) */
+    __m256i zero;    /* 16 int16 lanes */
+    __m256i nan_out; /* int32 -zero: a NaN lane's zero + nan_out is the output 0 */
+} quantize_vectors;
+
+/* round(x / scale) (x * factor for MULTIPLY) as int32, halves to even, exactly: a true division,
+ * clamped, NaN giving nan_out. */
+static inline __m256i exact_quotient_8(__m256 x, const quantize_vectors *v, const int mode) {
+    const __m256 q = mode == MULTIPLY ? _mm256_mul_ps(x, v->factor) : _mm256_div_ps(x, v->divisor);
+    return _mm256_blendv_epi8(clamped_rounded_8(q), v->nan_out, _mm256_castps_si256(_mm256_cmp_ps(q, q, _CMP_UNORD_Q)));
+}
+
+/* The same without division, clamp or NaN test; lanes where that may differ set in *inexact: y = x *
+ * factor converts out of range (to 0x80000000, which stands for NaN and overflow), or, for the
+ * estimate, y is within 2**-11 of a half-integer (rows_avx512.c's fast_quotient_16 says why that
+ * suffices). */
+static inline __m256i fast_quotient_8(__m256 x, const quantize_vectors *v, const int mode, __m256i *inexact) {
+    const __m256 y = _mm256_mul_ps(x, v->factor);
+    const __m256i r = _mm256_cvtps_epi32(y);
+    __m256i missed = _mm256_cmpeq_epi32(r, _mm256_set1_epi32(INT32_MIN));
+    if (mode == DIVIDE_WITH_ESTIMATE) {
+        const __m256 distance = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(y, _mm256_cvtepi32_ps(r)));
+        const __m256 near = _mm256_cmp_ps(distance, _mm256_set1_ps(0.5f - 0x1p-11f), _CMP_NLT_UQ);
+        missed = _mm256_or_si256(missed, _mm256_castps_si256(near));
+    }
+    *inexact = _mm256_or_si256(*inexact, missed);
+    return r;
+}
+
+/* 32 outputs from x: without division while that is exact for all of them, else the exact quotients. */
+static inline __m256i quantized_32(const float *x, const quantize_vectors *v, const int out_signed, const int mode) {
+    __m256i r[4], inexact = _mm256_setzero_si256();
+    if (mode != DIVIDE)
+        for (int k = 0; k < 4; k++) r[k] = fast_quotient_8(_mm256_loadu_ps(x + 8 * k), v, mode, &inexact);
+    if (mode == DIVIDE || !_mm256_testz_si256(inexact, inexact))
+        for (int k = 0; k < 4; k++) r[k] = exact_quotient_8(_mm256_loadu_ps(x + 8 * k), v, mode);
+    return narrowed_32(r, v->zero, out_signed);
+}
+
+/* Stores go through the caches, as the quantized add's below. Fewer than 32 outputs go through
+ * zero-padded tiles, by the same arithmetic. */
+static inline __attribute__((always_inline)) void quantize_loop(const float *x, uint8_t *out, ptrdiff_t n,
+                                                                const quantize_vectors *v, const int out_signed,
+                                                                const int mode) {
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(x + i + 16 * k) + QUANTIZE_PREFETCH_BYTES, _MM_HINT_T0);
+        _mm256_storeu_si256((__m256i *)(out + i), quantized_32(x + i, v, out_signed, mode));
+    }
+    if (i < n) {
+        float x_tile[32] = {0};
+        uint8_t out_tile[32];
+        memcpy(x_tile, x + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_si256((__m256i *)out_tile, quantized_32(x_tile, v, out_signed, mode));
+        memcpy(out + i, out_tile, (size_t)(n - i));
+    }
+}
+
+static int fast_quantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_quantize_params *P,
+                         int stream) {
+    (void)stream;
+    if (P->x_type != DMLQ_F32 || P->scale_type != DMLQ_F32 || s[0] != 4 || s[1] != 0 ||
+        (P->has_zero_point && s[2] != 0) || s[3] != 1)
+        return 0;
+    const float scale = *(const float *)p[1], inverse = dmlq_normal_inverse(scale);
+    const int mode = P->reciprocal ? MULTIPLY : inverse != 0.0f ? DIVIDE_WITH_ESTIMATE : DIVIDE;
+    const int zero = P->has_zero_point ? (int)dmlq_byte_value(p[2], P->out_signed) : 0;
+    const quantize_vectors v = {_mm256_set1_ps(P->reciprocal ? 1.0f / scale : inverse), _mm256_set1_ps(scale),
+                                _mm256_set1_epi16((int16_t)zero), _mm256_set1_epi32(-zero)};
+    const float *x = (const float *)p[0];
+    uint8_t *out = (uint8_t *)p[3];
+    switch (P->out_signed * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
+    case 0: quantize_loop(x, out, n, &v, 0, DIVIDE); break;
+    case 1: quantize_loop(x, out, n, &v, 0, MULTIPLY); break;
+    case 2: quantize_loop(x, out, n, &v, 0, DIVIDE_WITH_ESTIMATE); break;
+    case 3: quantize_loop(x, out, n, &v, 1, DIVIDE); break;
+    case 4: quantize_loop(x, out, n, &v, 1, MULTIPLY); break;
+    default: quantize_loop(x, out, n, &v, 1, DIVIDE_WITH_ESTIMATE); break;
+    }
+    return 1;
+}
+
+/* ---- the quantized add over contiguous bytes ---------------------------------------------------- */
 
 typedef struct {
     __m256i a_zero, b_zero, out_zero; /* out_zero: 16 int16 lanes */
     __m256 a_scale, b_scale, divisor, inverse;
 } qadd_vectors;
 
-/* Inputs are read this far ahead: the loop is short and memory-bound. */
-enum { QADD_PREFETCH_BYTES = 4096 };
 
 static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
     return (qadd_vectors){
@@ -55,20 +161,14 @@ static inline __m256 quotient_8(__m256 sum, const qadd_vectors *v, const int mod
     return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, v->divisor, sum), v->inverse, q);
 }
 
-/* round(q) as int32, the conversion rounding half to even (MXCSR's default). Unverified (`guarded`),
- * q is clamped to +-2**16 first so that it converts: beyond, every output saturates anyway, and q
- * is never NaN (dmlq_qadd_simd_parameters). The
- * corrected route skips the clamp: its verification compares every output, so parameters where it
- * would matter divide instead. */
+/* round(q) as int32, halves to even. Unverified (`guarded`), q is clamped first (it is never NaN:
+ * dmlq_qadd_simd_parameters); the corrected route skips the clamp: its verification compares every
+ * output, so parameters where it would matter divide instead. */
 static inline __m256i rounded_8(__m256 q, const int guarded) {
-    if (!guarded) return _mm256_cvtps_epi32(q);
-    const __m256 bound = _mm256_set1_ps(65536.0f);
-    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, _mm256_sub_ps(_mm256_setzero_ps(), bound)), bound));
+    return guarded ? clamped_rounded_8(q) : _mm256_cvtps_epi32(q);
 }
 
-/* 32 outputs: four vectors of 8 packed to int16 with saturation, the zero point added with
- * saturation, packed to bytes with the output type's saturation (the clamp), lanes reordered. The
- * int16 steps clamp as int32 would (dmlq_qadd_simd_parameters bounds the zero point). */
+/* 32 outputs. */
 static inline __m256i qadd_32(const uint8_t *a, const uint8_t *b, const qadd_vectors *v, const int a_signed,
                               const int b_signed, const int out_signed, const int mode) {
     __m256i r[4];
@@ -77,10 +177,7 @@ static inline __m256i qadd_32(const uint8_t *a, const uint8_t *b, const qadd_vec
                                          scaled_8(b + 8 * k, b_signed, v->b_zero, v->b_scale));
         r[k] = rounded_8(quotient_8(sum, v, mode), mode != CORRECTED);
     }
-    const __m256i low = _mm256_adds_epi16(_mm256_packs_epi32(r[0], r[1]), v->out_zero);
-    const __m256i high = _mm256_adds_epi16(_mm256_packs_epi32(r[2], r[3]), v->out_zero);
-    const __m256i bytes = out_signed ? _mm256_packs_epi16(low, high) : _mm256_packus_epi16(low, high);
-    return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return narrowed_32(r, v->out_zero, out_signed);
 }
 
 /* Fewer than 32 outputs, through zero-padded tiles, by the same arithmetic as whole vectors. */
@@ -131,6 +228,7 @@ static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq
     return 1;
 }
 
+#define FAST_QUANTIZE fast_quantize
 #define FAST_QADD fast_qadd
 #define FAST_QADD_CORRECTS 1
 #define ROW_TABLE dmlq_rows_avx2
