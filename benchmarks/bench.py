@@ -3,7 +3,9 @@
     python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--out DIR]
 
 Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
-and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table.
+and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table. The run
+also measures the memory bandwidth (read, write, copy; dmlq_bench.bandwidth) at each thread count
+and shows each element-wise contender's GB/s as a fraction of the copy's: the memory roofline.
 The dmlq measured is the one Python imports: this work tree's after ``pip install -e .``.
 """
 
@@ -25,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from dmlq_bench import cases, data, memory, report  # noqa: E402
+from dmlq_bench import bandwidth, cases, data, memory, report  # noqa: E402
 from dmlq_bench.timing import Case, Plan, measure_block  # noqa: E402
 
 import dmlq  # noqa: E402
@@ -191,9 +193,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"dmlq benchmark ({mode}, sizes {args.sizes}, threads {args.threads})", file=sys.stderr)
     print("  memory", file=sys.stderr)  # first: a failing probe stops the run before the long part
     memory_results = measure_memory(data.SIZES[args.sizes].elements)
+    print("  bandwidth", file=sys.stderr)
+    ceilings = bandwidth.measure(args.threads, plan, data.SIZES[args.sizes].bandwidth_bytes)
     summaries = run_cases(all_cases, args.threads, plan, thread_setters(torch_routes))
     result = {
         "meta": meta(args, mode, plan, onnx_routes, torch_routes, blas_threads),
+        "bandwidth": ceilings,
         "cases": summaries,
         "ratios": report.ratios(summaries, ["best", *(f"T{t}" for t in args.threads)]),
         "targets": report.targets(summaries, memory_results),
