@@ -162,6 +162,21 @@ def test_quantize_every_length_alignment_and_route(level, x_offset, out_offset):
                 assert not out[n:].any(), n
 
 
+def test_outputs_large_enough_to_bypass_the_caches(level):
+    """8 MiB outputs and more take stores that bypass the caches (elementwise.c), from an aligned head."""
+    rng = np.random.default_rng(23)
+    n = (8 << 20) + 13
+    x = floats(rng, n + 1)[1:]
+    q = integers(rng, U8, n + 3)[3:]
+    scale, zero = np.broadcast_to(F32(0.37), (n,)), np.broadcast_to(U8(128), (n,))
+    quantized = np.empty(n + 5, U8)[5:]
+    kernels.quantize_linear(None, {"input": x, "scale": scale, "zero_point": zero}, quantized, False)
+    assert_same(quantized, reference.quantize_linear(x, scale, zero, U8))
+    dequantized = np.empty(n + 1, F32)[1:]
+    kernels.dequantize_linear(None, {"input": q, "scale": scale, "zero_point": zero}, dequantized, False)
+    assert_same(dequantized, reference.dequantize_linear(q, scale, zero, F32))
+
+
 def test_quantize_nonfinite_scales(level):
     x = np.float32([0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e38, 2.5])
     for scale_value in (np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45):

@@ -150,19 +150,25 @@ def test_no_level_sees_a_verdict_another_level_found():
         _core.set_level(_core.detected_level())
 
 
-def test_sixteen_million_elements_equal_the_reference():
-    # Split among threads, misaligned operands, and a tail shorter than a vector.
+@pytest.fixture(scope="module")
+def sixteen_million() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Misaligned operands of 16M + 7 elements (a tail shorter than any vector) and their outputs."""
     rng = np.random.default_rng(12)
     n = 16 * 1024 * 1024 + 7
     a = rng.integers(0, 256, n + 1, dtype=U8)[1:]
     b = rng.integers(-128, 128, n + 3, dtype=I8)[3:]
-    out = np.empty(n + 5, U8)[5:]
-    scales, zeros = (0.02, 0.03, 0.04), (128, 3, 128)
-    arguments = core_arguments(a, b, out, scales, zeros, False)
+    return a, b, expected(a, b, U8, NEAR_TIE_SCALES[0], (128, 3, 128), False)
+
+
+def test_sixteen_million_elements_equal_the_reference(level, sixteen_million):
+    # Split among threads, an output large enough for stores that bypass the caches, misaligned.
+    a, b, want = sixteen_million
+    out = np.empty(a.size + 5, U8)[5:]
+    arguments = core_arguments(a, b, out, NEAR_TIE_SCALES[0], (128, 3, 128), False)
     route = _core.quantized_add_route(*arguments)
-    assert route == ("corrected" if division_free(_core.get_level()) else "divide")
+    assert route == ("corrected" if division_free(level) else "divide")
     _core.quantized_add(*arguments)
-    np.testing.assert_array_equal(out, expected(a, b, U8, scales, zeros, False))
+    np.testing.assert_array_equal(out, want)
 
 
 def by_route(a, b, out, scales, zeros, route) -> str:
