@@ -83,14 +83,19 @@ static inline void prefetch_ahead(const void *p) { __builtin_prefetch((const cha
 static inline __mmask64 first_64(ptrdiff_t count) { return count >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << count) - 1; }
 
 /* Four vectors of int32 as 64 output bytes: packed to int16 with saturation, the zero point (32
- * int16 lanes) added with saturation, packed to bytes with the output type's saturation (the clamp),
- * and the packs' lane interleaving undone. The int16 steps clamp as int32 would while the zero point
- * is within 2**15 - 256. */
-static inline __m512i narrowed_64(const __m512i *r, __m512i zero, const int out_signed) {
+ * int16 lanes) added with saturation, packed to bytes with the output type's saturation (the clamp).
+ * The packs work per 128-bit lane: byte 16 l + 4 k + j comes from vector k, lane l, dword j. The
+ * int16 steps clamp as int32 would while the zero point is within 2**15 - 256. */
+static inline __m512i packed_64(const __m512i *r, __m512i zero, const int out_signed) {
     const __m512i low = _mm512_adds_epi16(_mm512_packs_epi32(r[0], r[1]), zero);
     const __m512i high = _mm512_adds_epi16(_mm512_packs_epi32(r[2], r[3]), zero);
-    const __m512i bytes = out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
-    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), bytes);
+    return out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
+}
+
+/* The same for vectors of consecutive elements (vector k holding elements 16 k ... 16 k + 15). */
+static inline __m512i narrowed_64(const __m512i *r, __m512i zero, const int out_signed) {
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, packed_64(r, zero, out_signed));
 }
 
 /* Stores BLOCK(i, mask), the 64 output bytes from element i (those `mask` selects), over n elements:
@@ -253,16 +258,35 @@ static int fast_dequantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, cons
 /* ---- the quantized add over contiguous bytes --------------------------------------------------- */
 
 typedef struct {
-    __m512i a_zero, b_zero, out_zero; /* out_zero: 32 int16 lanes */
+    __m512 a_offset, b_offset; /* 2**23 + the zero point (+ 128 for int8 operands): see scaled_64 */
+    __m512i out_zero;          /* 32 int16 lanes */
     __m512 a_scale, b_scale, divisor, inverse;
 } qadd_vectors;
 
 /* The quotient's mode: DIVIDE, MULTIPLY or CORRECTED. */
 static qadd_vectors qadd_setup(const dmlq_qadd_params *P, int mode) {
     return (qadd_vectors){
-        _mm512_set1_epi32(P->a_zero_point), _mm512_set1_epi32(P->b_zero_point),
+        _mm512_set1_ps(0x1p23f + (float)(P->a_zero_point + 128 * P->a_signed)),
+        _mm512_set1_ps(0x1p23f + (float)(P->b_zero_point + 128 * P->b_signed)),
         _mm512_set1_epi16((int16_t)P->out_zero_point), _mm512_set1_ps(P->a_scale), _mm512_set1_ps(P->b_scale),
         _mm512_set1_ps(mode == MULTIPLY ? 1.0f / P->out_scale : P->out_scale), _mm512_set1_ps(1.0f / P->out_scale)};
+}
+
+/* float32(bytes - zero) * scale for 64 bytes (those `mask` selects), as four vectors: vector k holds
+ * element 16 l + 4 k + j in lane l, dword j, the order in which packed_64's packs put them back. Each
+ * byte is shuffled into the low byte of the float 2**23 (bits 0x4b000000), giving 2**23 + byte
+ * exactly (int8 bytes flipped to byte + 128 first); less `offset` (2**23 + the zero point, likewise
+ * shifted) that is byte - zero, exact. */
+static inline void scaled_64(__m512 *values, const uint8_t *bytes, __mmask64 mask, const int is_signed, __m512 offset,
+                             __m512 scale) {
+    __m512i data = _mm512_maskz_loadu_epi8(mask, bytes);
+    if (is_signed) data = _mm512_xor_si512(data, _mm512_set1_epi8((char)0x80));
+    for (int k = 0; k < 4; k++) {
+        const __m512i low_bytes = _mm512_set4_epi32(4 * k + 3, 4 * k + 2, 4 * k + 1, 4 * k);
+        const __m512i floats = _mm512_mask_shuffle_epi8(_mm512_set1_epi32(0x4b000000), 0x1111111111111111ull, data,
+                                                        low_bytes);
+        values[k] = _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(floats), offset), scale);
+    }
 }
 
 /* round(sum / out_scale) as int32, halves to even. The unverified modes clamp the quotient to
@@ -287,14 +311,12 @@ static inline __m512i rounded_quotient_16(__m512 sum, const qadd_vectors *v, con
 /* 64 outputs (those `mask` selects). */
 static inline __m512i qadd_64(const uint8_t *a, const uint8_t *b, __mmask64 mask, const qadd_vectors *v,
                               const int a_signed, const int b_signed, const int out_signed, const int mode) {
+    __m512 a_values[4], b_values[4];
     __m512i r[4];
-    for (int k = 0; k < 4; k++) {
-        const __mmask16 quarter = (__mmask16)(mask >> (16 * k));
-        const __m512 sum = _mm512_add_ps(scaled_bytes(a + 16 * k, a_signed, quarter, v->a_zero, v->a_scale),
-                                         scaled_bytes(b + 16 * k, b_signed, quarter, v->b_zero, v->b_scale));
-        r[k] = rounded_quotient_16(sum, v, mode);
-    }
-    return narrowed_64(r, v->out_zero, out_signed);
+    scaled_64(a_values, a, mask, a_signed, v->a_offset, v->a_scale);
+    scaled_64(b_values, b, mask, b_signed, v->b_offset, v->b_scale);
+    for (int k = 0; k < 4; k++) r[k] = rounded_quotient_16(_mm512_add_ps(a_values[k], b_values[k]), v, mode);
+    return packed_64(r, v->out_zero, out_signed);
 }
 
 static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, const uint8_t *b, uint8_t *out,
