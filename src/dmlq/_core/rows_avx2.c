@@ -30,13 +30,18 @@ enum { DIVIDE, MULTIPLY, CORRECTED, DIVIDE_WITH_ESTIMATE };
 enum { QADD_PREFETCH_BYTES = 4096, QUANTIZE_PREFETCH_BYTES = 4096 };
 
 /* Four vectors of int32 as 32 output bytes: packed to int16 with saturation, the zero point (16 int16
- * lanes) added with saturation, packed to bytes with the output type's saturation (the clamp), lanes
- * reordered. The int16 steps clamp as int32 would while the zero point is within 2**15 - 256. */
-static inline __m256i narrowed_32(const __m256i *r, __m256i zero, const int out_signed) {
+ * lanes) added with saturation, packed to bytes with the output type's saturation (the clamp). The
+ * packs work per 128-bit lane: byte 16 l + 4 k + j comes from vector k, lane l, dword j. The int16
+ * steps clamp as int32 would while the zero point is within 2**15 - 256. */
+static inline __m256i packed_32(const __m256i *r, __m256i zero, const int out_signed) {
     const __m256i low = _mm256_adds_epi16(_mm256_packs_epi32(r[0], r[1]), zero);
     const __m256i high = _mm256_adds_epi16(_mm256_packs_epi32(r[2], r[3]), zero);
-    const __m256i bytes = out_signed ? _mm256_packs_epi16(low, high) : _mm256_packus_epi16(low, high);
-    return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return out_signed ? _mm256_packs_epi16(low, high) : _mm256_packus_epi16(low, high);
+}
+
+/* The same for vectors of consecutive elements (vector k holding elements 8 k ... 8 k + 7). */
+static inline __m256i narrowed_32(const __m256i *r, __m256i zero, const int out_signed) {
+    return _mm256_permutevar8x32_epi32(packed_32(r, zero, out_signed), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* round(x) as int32, the conversion rounding half to even (MXCSR's default), x clamped to +-2**16
@@ -135,23 +140,35 @@ static int fast_quantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const 
 /* ---- the quantized add over contiguous bytes ---------------------------------------------------- */
 
 typedef struct {
-    __m256i a_zero, b_zero, out_zero; /* out_zero: 16 int16 lanes */
+    __m256 a_offset, b_offset; /* 2**23 + the zero point (+ 128 for int8 operands): see scaled_32 */
+    __m256i out_zero;          /* 16 int16 lanes */
     __m256 a_scale, b_scale, divisor, inverse;
 } qadd_vectors;
 
-
 static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
     return (qadd_vectors){
-        _mm256_set1_epi32(P->a_zero_point), _mm256_set1_epi32(P->b_zero_point),
+        _mm256_set1_ps(0x1p23f + (float)(P->a_zero_point + 128 * P->a_signed)),
+        _mm256_set1_ps(0x1p23f + (float)(P->b_zero_point + 128 * P->b_signed)),
         _mm256_set1_epi16((int16_t)P->out_zero_point), _mm256_set1_ps(P->a_scale), _mm256_set1_ps(P->b_scale),
         _mm256_set1_ps(P->out_scale), _mm256_set1_ps(1.0f / P->out_scale)};
 }
 
-/* float32(bytes - zero) * scale for 8 bytes. */
-static inline __m256 scaled_8(const uint8_t *bytes, const int is_signed, __m256i zero, __m256 scale) {
-    const __m128i loaded = _mm_loadl_epi64((const __m128i *)bytes);
-    const __m256i wide = is_signed ? _mm256_cvtepi8_epi32(loaded) : _mm256_cvtepu8_epi32(loaded);
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zero)), scale);
+/* float32(bytes - zero) * scale for 32 bytes as four vectors: vector k holds element 16 l + 4 k + j
+ * in lane l, dword j, the order in which packed_32's packs put them back. Unpacking each byte under
+ * a zero byte and the word 0x4b00 gives the float 2**23 + byte exactly (int8 bytes flipped to
+ * byte + 128 first); less `offset` (2**23 + the zero point, likewise shifted) that is byte - zero,
+ * exact. */
+static inline void scaled_32(__m256 *values, const uint8_t *bytes, const int is_signed, __m256 offset, __m256 scale) {
+    __m256i data = _mm256_loadu_si256((const __m256i *)bytes);
+    if (is_signed) data = _mm256_xor_si256(data, _mm256_set1_epi8((char)0x80));
+    const __m256i exponent = _mm256_set1_epi16(0x4b00);
+    const __m256i words[2] = {_mm256_unpacklo_epi8(data, _mm256_setzero_si256()),
+                              _mm256_unpackhi_epi8(data, _mm256_setzero_si256())};
+    for (int k = 0; k < 4; k++) {
+        const __m256i floats = k % 2 ? _mm256_unpackhi_epi16(words[k / 2], exponent)
+                                     : _mm256_unpacklo_epi16(words[k / 2], exponent);
+        values[k] = _mm256_mul_ps(_mm256_sub_ps(_mm256_castsi256_ps(floats), offset), scale);
+    }
 }
 
 static inline __m256 quotient_8(__m256 sum, const qadd_vectors *v, const int mode) {
@@ -171,13 +188,13 @@ static inline __m256i rounded_8(__m256 q, const int guarded) {
 /* 32 outputs. */
 static inline __m256i qadd_32(const uint8_t *a, const uint8_t *b, const qadd_vectors *v, const int a_signed,
                               const int b_signed, const int out_signed, const int mode) {
+    __m256 a_values[4], b_values[4];
     __m256i r[4];
-    for (int k = 0; k < 4; k++) {
-        const __m256 sum = _mm256_add_ps(scaled_8(a + 8 * k, a_signed, v->a_zero, v->a_scale),
-                                         scaled_8(b + 8 * k, b_signed, v->b_zero, v->b_scale));
-        r[k] = rounded_8(quotient_8(sum, v, mode), mode != CORRECTED);
-    }
-    return narrowed_32(r, v->out_zero, out_signed);
+    scaled_32(a_values, a, a_signed, v->a_offset, v->a_scale);
+    scaled_32(b_values, b, b_signed, v->b_offset, v->b_scale);
+    for (int k = 0; k < 4; k++)
+        r[k] = rounded_8(quotient_8(_mm256_add_ps(a_values[k], b_values[k]), v, mode), mode != CORRECTED);
+    return packed_32(r, v->out_zero, out_signed);
 }
 
 /* Fewer than 32 outputs, through zero-padded tiles, by the same arithmetic as whole vectors. */
