@@ -1,6 +1,7 @@
 """dmlq's benchmark: dmlq against onnxruntime, NumPy and PyTorch, side by side in one process.
 
-    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--out DIR]
+    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--level L]
+                               [--out DIR]
 
 Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
 and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table. The run
@@ -31,6 +32,7 @@ from dmlq_bench import bandwidth, cases, data, memory, report  # noqa: E402
 from dmlq_bench.timing import Case, Plan, measure_block  # noqa: E402
 
 import dmlq  # noqa: E402
+from dmlq.kernels import available_levels  # noqa: E402
 
 PLANS = {
     "full": Plan(runs=25, warmups=2, budget=4.0, min_sample=0.02),
@@ -48,6 +50,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
     parser.add_argument("--cases", help="comma-separated case keys to run (default: all), e.g. quantize")
+    parser.add_argument("--level", choices=available_levels(),
+                        help="dmlq's kernel level (default: the CPU's highest, %(choices)s)")  # fmt: skip
     args = parser.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",")})
     args.cases = set(args.cases.split(",")) if args.cases else None
@@ -173,6 +177,8 @@ def measure_memory(elements: int) -> dict[str, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
+    if args.level:
+        dmlq._core.set_level(args.level)
     mode = "quick" if args.quick else "full"
     plan = PLANS[mode]
     onnx_routes, onnx_missing = optional("onnx_routes")
