@@ -132,6 +132,12 @@ static inline float dmlq_normal_inverse(float divisor) {
     return !dmlq_within(inverse, 0x1p-126f) && dmlq_within(inverse, 0x1.fffffep127f) ? inverse : 0.0f;
 }
 
+/* The float nearest 1 / divisor - (1.0f / divisor): with 1.0f / divisor, 1 / divisor to about 48 bits
+ * (the double difference is exact: both terms are within a factor 2 of each other). */
+static inline float dmlq_inverse_low(float divisor) {
+    return (float)(1.0 / (double)divisor - (double)(1.0f / divisor));
+}
+
 /* Whether a quantized add's parameters suit the SIMD kernels: scales within 1e30 keep both products
  * and their sum finite, and a normal 1 / output scale keeps the quotient (or the product by
  * 1 / output scale) from being NaN; the output zero point within 2**15 - 256 lets the kernels add it

@@ -18,11 +18,12 @@ static void floats_to_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
     for (; i < n; i++) dst[i] = dmlq_float_to_half(src[i]);
 }
 
-/* How a quotient is computed: x / divisor (DIVIDE), x * (1 / divisor) (MULTIPLY: reciprocal_division),
- * the division unless an estimate shows it unneeded (DIVIDE_WITH_ESTIMATE, quantize), or for the
- * quantized add, CORRECTED: q = s * (1 / os), the residual s - q * os exact in one FMA, then
- * q + residual / os by one more FMA (Markstein's correction step). CORRECTED is used only for
- * parameter sets where it was verified to give the division's output for all 65,536 (a, b) pairs:
+/* How a quotient is computed: x / divisor (DIVIDE), the same unless an estimate shows the division
+ * unneeded (DIVIDE_WITH_ESTIMATE, quantize), x * (1 / divisor) (MULTIPLY: reciprocal_division), and for
+ * the quantized add, CORRECTED: q = s * inverse + s * inverse_low in one FMA, inverse + inverse_low being
+ * 1 / os to about 48 bits (dmlq_inverse_low): one rounding of a value within about 2**-47 of s / os, so q
+ * is the division's float except where s / os lies that close to a rounding boundary. CORRECTED is used
+ * only for parameter sets where it was verified to give the division's output for all 65,536 (a, b) pairs:
  * corrected_qadd_exact. */
 enum { DIVIDE, MULTIPLY, CORRECTED, DIVIDE_WITH_ESTIMATE };
 
@@ -142,7 +143,7 @@ static int fast_quantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const 
 typedef struct {
     __m256 a_offset, b_offset; /* 2**23 + the zero point (+ 128 for int8 operands): see scaled_32 */
     __m256i out_zero;          /* 16 int16 lanes */
-    __m256 a_scale, b_scale, divisor, inverse;
+    __m256 a_scale, b_scale, divisor, inverse, inverse_low;
 } qadd_vectors;
 
 static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
@@ -150,7 +151,8 @@ static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
         _mm256_set1_ps(0x1p23f + (float)(P->a_zero_point + 128 * P->a_signed)),
         _mm256_set1_ps(0x1p23f + (float)(P->b_zero_point + 128 * P->b_signed)),
         _mm256_set1_epi16((int16_t)P->out_zero_point), _mm256_set1_ps(P->a_scale), _mm256_set1_ps(P->b_scale),
-        _mm256_set1_ps(P->out_scale), _mm256_set1_ps(1.0f / P->out_scale)};
+        _mm256_set1_ps(P->out_scale), _mm256_set1_ps(1.0f / P->out_scale),
+        _mm256_set1_ps(dmlq_inverse_low(P->out_scale))};
 }
 
 /* float32(bytes - zero) * scale for 32 bytes as four vectors: vector k holds element 16 l + 4 k + j
@@ -173,9 +175,8 @@ static inline void scaled_32(__m256 *values, const uint8_t *bytes, const int is_
 
 static inline __m256 quotient_8(__m256 sum, const qadd_vectors *v, const int mode) {
     if (mode == DIVIDE) return _mm256_div_ps(sum, v->divisor);
-    const __m256 q = _mm256_mul_ps(sum, v->inverse);
-    if (mode == MULTIPLY) return q;
-    return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, v->divisor, sum), v->inverse, q);
+    if (mode == MULTIPLY) return _mm256_mul_ps(sum, v->inverse);
+    return _mm256_fmadd_ps(sum, v->inverse, _mm256_mul_ps(sum, v->inverse_low));
 }
 
 /* round(q) as int32, halves to even. Unverified (`guarded`), q is clamped first (it is never NaN:

@@ -39,10 +39,13 @@ static inline __m512 scaled_bytes(const uint8_t *bytes, int is_signed, __mmask16
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(wide, zero)), scale);
 }
 
-/* How a quotient is computed: x / divisor (DIVIDE), the same after an estimate (rounded_quotient),
- * x * divisor with the divisor inverted beforehand (MULTIPLY: reciprocal_division), and for the
- * quantized add only, where verified for its parameters (rows.h), CORRECTED: q = x * inverse, then
- * q + (x - q * divisor) * inverse, the residual exact in one FMA (Markstein's correction step). */
+/* How a quotient is computed: x / divisor (DIVIDE), the same unless an estimate shows the division
+ * unneeded (DIVIDE_WITH_ESTIMATE, quantize), x * (1 / divisor) (MULTIPLY: reciprocal_division), and for
+ * the quantized add, CORRECTED: q = s * inverse + s * inverse_low in one FMA, inverse + inverse_low being
+ * 1 / os to about 48 bits (dmlq_inverse_low): one rounding of a value within about 2**-47 of s / os, so q
+ * is the division's float except where s / os lies that close to a rounding boundary. CORRECTED is used
+ * only for parameter sets where it was verified to give the division's output for all 65,536 (a, b) pairs:
+ * corrected_qadd_exact. */
 enum { DIVIDE, DIVIDE_WITH_ESTIMATE, MULTIPLY, CORRECTED };
 
 static int quotient_mode(int reciprocal, float inverse) {
@@ -260,16 +263,16 @@ static int fast_dequantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, cons
 typedef struct {
     __m512 a_offset, b_offset; /* 2**23 + the zero point (+ 128 for int8 operands): see scaled_64 */
     __m512i out_zero;          /* 32 int16 lanes */
-    __m512 a_scale, b_scale, divisor, inverse;
+    __m512 a_scale, b_scale, divisor, inverse, inverse_low;
 } qadd_vectors;
 
-/* The quotient's mode: DIVIDE, MULTIPLY or CORRECTED. */
-static qadd_vectors qadd_setup(const dmlq_qadd_params *P, int mode) {
+static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
     return (qadd_vectors){
         _mm512_set1_ps(0x1p23f + (float)(P->a_zero_point + 128 * P->a_signed)),
         _mm512_set1_ps(0x1p23f + (float)(P->b_zero_point + 128 * P->b_signed)),
         _mm512_set1_epi16((int16_t)P->out_zero_point), _mm512_set1_ps(P->a_scale), _mm512_set1_ps(P->b_scale),
-        _mm512_set1_ps(mode == MULTIPLY ? 1.0f / P->out_scale : P->out_scale), _mm512_set1_ps(1.0f / P->out_scale)};
+        _mm512_set1_ps(P->out_scale), _mm512_set1_ps(1.0f / P->out_scale),
+        _mm512_set1_ps(dmlq_inverse_low(P->out_scale))};
 }
 
 /* float32(bytes - zero) * scale for 64 bytes (those `mask` selects), as four vectors: vector k holds
@@ -295,12 +298,12 @@ static inline void scaled_64(__m512 *values, const uint8_t *bytes, __mmask64 mas
  * the clamp: its verification compares every output, so parameters where it would matter divide. */
 static inline __m512i rounded_quotient_16(__m512 sum, const qadd_vectors *v, const int mode) {
     __m512 q;
-    if (mode == DIVIDE) {
+    if (mode == DIVIDE)
         q = _mm512_div_ps(sum, v->divisor);
-    } else {
-        q = _mm512_mul_ps(sum, mode == MULTIPLY ? v->divisor : v->inverse);
-        if (mode == CORRECTED) q = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, v->divisor, sum), v->inverse, q);
-    }
+    else if (mode == MULTIPLY)
+        q = _mm512_mul_ps(sum, v->inverse);
+    else
+        q = _mm512_fmadd_ps(sum, v->inverse, _mm512_mul_ps(sum, v->inverse_low));
     if (mode != CORRECTED) {
         const __m512 bound = _mm512_set1_ps(65536.0f);
         q = _mm512_min_ps(_mm512_max_ps(q, _mm512_sub_ps(_mm512_setzero_ps(), bound)), bound);
@@ -333,7 +336,7 @@ static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, co
 /* The quantized add of contiguous bytes with each combination of types and quotient compiled apart. */
 static void qadd_contiguous(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t n, const dmlq_qadd_params *P,
                             int mode, int stream) {
-    const qadd_vectors v = qadd_setup(P, mode);
+    const qadd_vectors v = qadd_setup(P);
 #define QADD_MODES(as, bs, os)                                                          \
     case (as * 4 + bs * 2 + os) * 3 + 0: qadd_loop(a, b, out, n, &v, as, bs, os, DIVIDE, stream); break;   \
     case (as * 4 + bs * 2 + os) * 3 + 1: qadd_loop(a, b, out, n, &v, as, bs, os, MULTIPLY, stream); break; \
