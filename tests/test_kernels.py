@@ -277,6 +277,34 @@ ACTIVATIONS = [
 ]
 
 
+def float_outputs(q, a, b) -> list[tuple[str, object, dict, np.ndarray]]:
+    """(kernel, descriptor, inputs, expected) for dequantize and add, alone and with relu."""
+    scale, zero = np.broadcast_to(F32(0.37), q.shape), np.broadcast_to(I8(-3), q.shape)
+    relu = ops.ElementWiseAdd1(fused_activation=activations.Relu())
+    return [
+        ("dequantize_linear", None, {"input": q, "scale": scale, "zero_point": zero},
+         reference.dequantize_linear(q, scale, zero, F32)),
+        ("add", None, {"a": a, "b": b}, reference.add(a, b, F32, None)),
+        ("add", relu, {"a": a, "b": b}, reference.add(a, b, F32, relu.fused_activation)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("offsets", [(0, 0, 0), (1, 2, 3), (3, 0, 5), (0, 7, 1)], ids=str)
+def test_float_outputs_at_every_length_and_alignment(level, offsets):
+    """Dequantize and add (alone, with relu) at lengths 0-99 across heads, vectors and tails, with the
+    inputs and the float32 output misaligned; nothing written past the end."""
+    rng = np.random.default_rng(sum(offsets))
+    first, second, out_offset = offsets
+    q_all, a_all, b_all = integers(rng, I8, 100 + first), floats(rng, 100 + first), floats(rng, 100 + second)
+    for n in range(100):
+        q, a, b = q_all[first : first + n], a_all[first : first + n], b_all[second : second + n]
+        for kernel, desc, inputs, want in float_outputs(q, a, b):
+            out = np.zeros(out_offset + n + 16, F32)[out_offset:]
+            getattr(kernels, kernel)(desc, inputs, out[:n], False)
+            assert_same(out[:n], want)
+            assert not out[n:].any(), (kernel, n)
+
+
 @pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: type(a).__name__)
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_add_with_every_activation(level, activation, dtype):

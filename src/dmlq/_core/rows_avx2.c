@@ -246,6 +246,111 @@ static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq
     return 1;
 }
 
+/* ---- float32 outputs: dequantize and add ------------------------------------------------------- */
+
+/* The first `count` of 8 lanes (all of them from 8 on), as a mask for maskload/maskstore. */
+static inline __m256i first_8(ptrdiff_t count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count < 8 ? (int)count : 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Elements before out is 32-byte aligned (at most n). */
+static inline ptrdiff_t floats_before_alignment(const float *out, ptrdiff_t n) {
+    const ptrdiff_t head = (ptrdiff_t)((32 - ((uintptr_t)out & 31)) & 31) / 4;
+    return head < n ? head : n;
+}
+
+/* Stores BODY(i, count), 8 float32 outputs from element i of which the first `count` are kept, over
+ * n elements: a partial head up to out's 32-byte alignment, whole aligned vectors (count 8; streamed
+ * past the caches with `stream`, as the AVX-512 rows do), a partial tail. */
+#define FLOAT_VECTOR_LOOP(out, n, BODY, stream)                                                              \
+    do {                                                                                                      \
+        ptrdiff_t i_ = floats_before_alignment(out, n);                                                      \
+        if (i_) _mm256_maskstore_ps(out, first_8(i_), BODY(0, i_));                                           \
+        if (stream) {                                                                                         \
+            for (; i_ + 8 <= (n); i_ += 8) _mm256_stream_ps((out) + i_, BODY(i_, 8));                         \
+            _mm_sfence();                                                                                     \
+        } else {                                                                                              \
+            _Pragma("GCC unroll 4") for (; i_ + 8 <= (n); i_ += 8) _mm256_store_ps((out) + i_, BODY(i_, 8));  \
+        }                                                                                                     \
+        if (i_ < (n)) _mm256_maskstore_ps((out) + i_, first_8((n) - i_), BODY(i_, (n) - i_));                 \
+    } while (0)
+
+/* float32(q - zero) * scale for the first `count` of 8 bytes (the rest read as 0). */
+static inline __m256 dequantized_8(const uint8_t *q, ptrdiff_t count, const int is_signed, __m256i zero,
+                                   __m256 scale) {
+    __m128i loaded;
+    if (count == 8) {
+        loaded = _mm_loadl_epi64((const __m128i *)q);
+    } else {
+        uint8_t tile[8] = {0};
+        memcpy(tile, q, (size_t)count);
+        loaded = _mm_loadl_epi64((const __m128i *)tile);
+    }
+    const __m256i wide = is_signed ? _mm256_cvtepi8_epi32(loaded) : _mm256_cvtepu8_epi32(loaded);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zero)), scale);
+}
+
+static inline __attribute__((always_inline)) void dequantize_loop(const uint8_t *q, float *out, ptrdiff_t n,
+                                                                  const int is_signed, __m256i zero, __m256 scale,
+                                                                  int stream) {
+#define DEQUANTIZE_8(i, count) dequantized_8(q + (i), count, is_signed, zero, scale)
+    FLOAT_VECTOR_LOOP(out, n, DEQUANTIZE_8, stream);
+#undef DEQUANTIZE_8
+}
+
+/* float32(q - zero) * scale for contiguous 8-bit q, a per-tensor scale and zero point, float32 out. */
+static int fast_dequantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_dequantize_params *P,
+                           int stream) {
+    const int is_signed = P->q_type == DMLQ_I8;
+    if ((P->q_type != DMLQ_U8 && !is_signed) || P->scale_type != DMLQ_F32 || P->out_type != DMLQ_F32 || s[0] != 1 ||
+        s[1] != 0 || (P->has_zero_point && s[2] != 0) || s[3] != 4)
+        return 0;
+    const __m256i zero = _mm256_set1_epi32(P->has_zero_point ? (int32_t)dmlq_byte_value(p[2], is_signed) : 0);
+    const __m256 scale = _mm256_set1_ps(*(const float *)p[1]);
+    if (is_signed)
+        dequantize_loop((const uint8_t *)p[0], (float *)p[3], n, 1, zero, scale, stream);
+    else
+        dequantize_loop((const uint8_t *)p[0], (float *)p[3], n, 0, zero, scale, stream);
+    return 1;
+}
+
+/* a + b keeping the operand order, which picks the NaN that survives when both are NaN (a's, as
+ * dmlq.reference.add says); the compiler may swap the operands of _mm256_add_ps. */
+static inline __m256 ordered_add(__m256 a, __m256 b) {
+    __m256 sum;
+    __asm__("vaddps %2, %1, %0" : "=x"(sum) : "x"(a), "x"(b));
+    return sum;
+}
+
+/* a + b for the first `count` of 8 lanes, with relu (x < 0 ? 0 : x keeps NaN and -0) when asked. */
+static inline __m256 added_8(const float *a, const float *b, ptrdiff_t count, const int relu) {
+    const __m256i mask = first_8(count);
+    const __m256 sum = count == 8 ? ordered_add(_mm256_loadu_ps(a), _mm256_loadu_ps(b))
+                                  : ordered_add(_mm256_maskload_ps(a, mask), _mm256_maskload_ps(b, mask));
+    return relu ? _mm256_andnot_ps(_mm256_cmp_ps(sum, _mm256_setzero_ps(), _CMP_LT_OQ), sum) : sum;
+}
+
+/* float32 add, alone or with relu. */
+static int fast_add(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_add_params *P, int stream) {
+    const int relu = P->activation == DMLQ_ACT_RELU;
+    if (P->type != DMLQ_F32 || s[0] != 4 || s[1] != 4 || s[2] != 4 ||
+        !(relu || P->activation == DMLQ_ACT_NONE || P->activation == DMLQ_ACT_IDENTITY))
+        return 0;
+    const float *a = (const float *)p[0], *b = (const float *)p[1];
+    float *out = (float *)p[2];
+#define ADD_8(i, count) added_8(a + (i), b + (i), count, 0)
+#define ADD_RELU_8(i, count) added_8(a + (i), b + (i), count, 1)
+    if (relu)
+        FLOAT_VECTOR_LOOP(out, n, ADD_RELU_8, stream);
+    else
+        FLOAT_VECTOR_LOOP(out, n, ADD_8, stream);
+#undef ADD_8
+#undef ADD_RELU_8
+    return 1;
+}
+
+#define FAST_DEQUANTIZE fast_dequantize
+#define FAST_ADD fast_add
 #define FAST_QUANTIZE fast_quantize
 #define FAST_QADD fast_qadd
 #define FAST_QADD_CORRECTS 1
