@@ -163,7 +163,8 @@ def test_quantize_every_length_alignment_and_route(level, x_offset, out_offset):
 
 
 def test_outputs_large_enough_to_bypass_the_caches(level):
-    """8 MiB outputs and more take stores that bypass the caches (elementwise.c), from an aligned head."""
+    """8 MiB outputs and more take stores that bypass the caches (elementwise.c), from an aligned head:
+    quantize, dequantize, and add with relu."""
     rng = np.random.default_rng(23)
     n = (8 << 20) + 13
     x = floats(rng, n + 1)[1:]
@@ -175,6 +176,10 @@ def test_outputs_large_enough_to_bypass_the_caches(level):
     dequantized = np.empty(n + 1, F32)[1:]
     kernels.dequantize_linear(None, {"input": q, "scale": scale, "zero_point": zero}, dequantized, False)
     assert_same(dequantized, reference.dequantize_linear(q, scale, zero, F32))
+    relu = ops.ElementWiseAdd1(fused_activation=activations.Relu())
+    added = np.empty(n + 3, F32)[3:]
+    kernels.add(relu, {"a": dequantized, "b": x}, added, False)
+    assert_same(added, reference.add(dequantized, x, F32, relu.fused_activation))
 
 
 def test_quantize_nonfinite_scales(level):
