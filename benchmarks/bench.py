@@ -1,9 +1,12 @@
 """dmlq's benchmark: dmlq against onnxruntime, NumPy and PyTorch, side by side in one process.
 
-    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--out DIR]
+    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--level L]
+                               [--out DIR]
 
 Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
-and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table.
+and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table. The run
+also measures the memory bandwidth (read, write, copy; dmlq_bench.bandwidth) at each thread count
+and shows each element-wise contender's GB/s as a fraction of the copy's: the memory roofline.
 The dmlq measured is the one Python imports: this work tree's after ``pip install -e .``.
 """
 
@@ -25,10 +28,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from dmlq_bench import cases, data, memory, report  # noqa: E402
+from dmlq_bench import bandwidth, cases, data, memory, report  # noqa: E402
 from dmlq_bench.timing import Case, Plan, measure_block  # noqa: E402
 
 import dmlq  # noqa: E402
+from dmlq.kernels import available_levels  # noqa: E402
 
 PLANS = {
     "full": Plan(runs=25, warmups=2, budget=4.0, min_sample=0.02),
@@ -46,6 +50,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
     parser.add_argument("--cases", help="comma-separated case keys to run (default: all), e.g. quantize")
+    parser.add_argument("--level", choices=available_levels(),
+                        help="dmlq's kernel level (default: the CPU's highest, %(choices)s)")  # fmt: skip
     args = parser.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",")})
     args.cases = set(args.cases.split(",")) if args.cases else None
@@ -171,6 +177,8 @@ def measure_memory(elements: int) -> dict[str, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
+    if args.level:
+        dmlq._core.set_level(args.level)
     mode = "quick" if args.quick else "full"
     plan = PLANS[mode]
     onnx_routes, onnx_missing = optional("onnx_routes")
@@ -191,9 +199,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"dmlq benchmark ({mode}, sizes {args.sizes}, threads {args.threads})", file=sys.stderr)
     print("  memory", file=sys.stderr)  # first: a failing probe stops the run before the long part
     memory_results = measure_memory(data.SIZES[args.sizes].elements)
+    print("  bandwidth", file=sys.stderr)
+    ceilings = bandwidth.measure(args.threads, plan, data.SIZES[args.sizes].bandwidth_bytes)
     summaries = run_cases(all_cases, args.threads, plan, thread_setters(torch_routes))
     result = {
         "meta": meta(args, mode, plan, onnx_routes, torch_routes, blas_threads),
+        "bandwidth": ceilings,
         "cases": summaries,
         "ratios": report.ratios(summaries, ["best", *(f"T{t}" for t in args.threads)]),
         "targets": report.targets(summaries, memory_results),

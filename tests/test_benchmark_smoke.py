@@ -82,6 +82,16 @@ def test_onnxruntime_computes_what_dmlq_computes_except_near_ties(run):
     assert all(c["max_abs_diff"] <= 1 for case in checks.values() for c in case.values())
 
 
+def test_the_memory_roofline_is_measured_and_compared(run):
+    _, result, stdout = run
+    assert set(result["bandwidth"]) == {"read", "write", "copy"}
+    for by_threads in result["bandwidth"].values():
+        assert set(by_threads) == {"1", "2"} and min(by_threads.values()) > 0
+    assert "T2 (of copy)" in stdout
+    add = result["cases"]["quantized_add"]["contenders"]["dmlq"]["threads"]["2"]["rate"]
+    assert f"{add:.3g} GB/s ({add / result['bandwidth']['copy']['2']:.0%})" in stdout
+
+
 def test_table_and_files_are_written(run):
     out, result, stdout = run
     assert "MISS" in stdout or "PASS" in stdout

@@ -178,6 +178,35 @@ def memory_rows(result: dict[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
 
 
+def _of_copy(result: dict[str, Any], rate: float, threads: int) -> str:
+    return f"{rate:.3g} GB/s ({rate / result['bandwidth']['copy'][str(threads)]:.0%})"
+
+
+def bandwidth_rows(result: dict[str, Any]) -> list[list[str]]:
+    return [[kind, *(f"{result['bandwidth'][kind][str(t)]:.3g} GB/s" for t in result["meta"]["threads"])]
+            for kind in result["bandwidth"]]  # fmt: skip
+
+
+def roofline_rows(result: dict[str, Any]) -> list[list[str]]:
+    """Per element-wise case and contender: GB/s moved at each thread count, and as a fraction of the
+    copy bandwidth at that thread count."""
+    threads = result["meta"]["threads"]
+    return [
+        [summary["title"] if name == DMLQ else "", name,
+         *(_of_copy(result, contender["threads"][str(t)]["rate"], t) for t in threads)]
+        for key, summary in result["cases"].items() if key in ELEMENTWISE
+        for name, contender in summary["contenders"].items()
+    ]  # fmt: skip
+
+
+def bandwidth_header(result: dict[str, Any]) -> list[str]:
+    return ["pass", *(f"T{t}" for t in result["meta"]["threads"])]
+
+
+def roofline_header(result: dict[str, Any]) -> list[str]:
+    return ["case", "contender", *(f"T{t} (of copy)" for t in result["meta"]["threads"])]
+
+
 MEMORY_HEADER = ["dmlq call", "output bytes", "extra (tracemalloc)", "extra (peak RSS)",
                  "held after free", "target", "verdict"]  # fmt: skip
 CHECK_HEADER = ["case", "contender", "mismatches", "elements", "max |diff|"]
@@ -217,6 +246,20 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         markdown_table(table_header(result), table_rows(result)),
         "",
+        "## The memory roofline",
+        "",
+        f"Bandwidth of NumPy passes over {meta['sizes']['bandwidth_bytes'] >> 20} MiB buffers in this run "
+        "(dmlq_bench.bandwidth; copy counts bytes read and written):",
+        "",
+        markdown_table(bandwidth_header(result), bandwidth_rows(result)),
+        "",
+        "Element-wise contenders: bytes read and written per second, and that as a fraction of the copy "
+        "bandwidth at the same thread count. The passes stream from memory; a case's operands (48-128 MiB "
+        "per call at 16M elements) may stay in part in the last-level cache between calls, so a "
+        "contender can pass 100 %: the NumPy one-pass roofline row is the comparison with the same traffic.",
+        "",
+        markdown_table(roofline_header(result), roofline_rows(result)),
+        "",
         "## Memory of one dmlq call",
         "",
         "Bytes at the call's peak beyond its output; \"held after free\": what stays resident once the "
@@ -236,6 +279,8 @@ def markdown(result: dict[str, Any]) -> str:
 def console(result: dict[str, Any]) -> str:
     return "\n\n".join([
         text_table(table_header(result), table_rows(result)),
+        text_table(bandwidth_header(result), bandwidth_rows(result)),
+        text_table(roofline_header(result), roofline_rows(result)),
         text_table(MEMORY_HEADER, memory_rows(result)),
         text_table(CHECK_HEADER, verification_rows(result)),
         "\n".join(skipped_lines(result) + result["meta"]["notes"]),
