@@ -117,13 +117,24 @@ class Runner:
 
 
 def measure_limits(args: argparse.Namespace) -> dict[str, Any]:
-    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it)."""
+    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it); where
+    the probes cannot be built, why not (the rows are then held against no limit)."""
     instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
-    limits: dict[str, Any] = {"bandwidth": {}, "peak": sweep.peaks(args.levels, args.threads),
-                              "peak_instruction": instructions}  # fmt: skip
-    if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
-        for k, n in args.shapes:
-            limits["bandwidth"][f"{k}x{n}"] = {"bytes_per_second": sweep.read_bandwidths(k, n, args.threads)}
+    limits: dict[str, Any] = {
+        "unavailable": None,
+        "bandwidth": {},
+        "peak": {},
+        "peak_instruction": instructions,
+    }
+    try:
+        limits["peak"] = sweep.peaks(args.levels, args.threads)
+        if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
+            for k, n in args.shapes:
+                limits["bandwidth"][f"{k}x{n}"] = {
+                    "bytes_per_second": sweep.read_bandwidths(k, n, args.threads)
+                }
+    except ceilings.CeilingError as error:
+        limits.update(unavailable=str(error), bandwidth={}, peak={})
     return limits
 
 
