@@ -142,7 +142,7 @@ def test_where_the_probes_cannot_be_built_no_row_is_held_against_a_limit(monkeyp
 
     monkeypatch.setattr(ceilings, "_library", no_compiler)
     args = gemm_sweep.parse(["--m", "1,12", "--shapes", "67x33", "--levels", "portable"])
-    limits = gemm_sweep.measure_limits(args)
+    limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"])
     assert limits["unavailable"] == "cannot run the C compiler 'cc'"
     for row in sweep.rows(["u8s8"], ["tensor"], [(67, 33)], [1, 12]):
         assert sweep.limit(row, "portable", "1", limits) == ("unmeasured", None)

@@ -2,7 +2,7 @@
 
 The loops are C (``ceilings.c`` beside this file), built with the C compiler Python was built with
 on first use and loaded with ctypes; they are the benchmark's, not dmlq's. Each figure is the
-best of ``SAMPLES`` runs of at least ``SAMPLE_SECONDS`` each.
+best of ``SAMPLES`` runs of at least ``sample_seconds`` each (``SAMPLE_SECONDS`` unless given).
 
 - ``multiply_peak(level, threads)``: GOPS (2 operations per product, per second of each thread's
   CPU time: another program's turns on a core do not lower it) of the instruction the level's
@@ -85,11 +85,11 @@ def _library() -> ctypes.CDLL:
     return library
 
 
-def _best_rate(run, work_per_round: float) -> float:
-    """Work per second: rounds doubled until a run lasts SAMPLE_SECONDS, then the best of SAMPLES runs
+def _best_rate(run, work_per_round: float, sample_seconds: float) -> float:
+    """Work per second: rounds doubled until a run lasts ``sample_seconds``, then the best of SAMPLES runs
     (a limit: on a shared machine other work only slows a run down)."""
     rounds = 1
-    while (seconds := run(rounds)) < SAMPLE_SECONDS:
+    while (seconds := run(rounds)) < sample_seconds:
         if seconds < 0:
             raise CeilingError("a probe could not run: the memory passes need AVX2, every probe its threads")
         rounds *= 2
@@ -102,14 +102,18 @@ def multiply_instruction(level: str) -> str | None:
     return loop[2] if loop else None
 
 
-def multiply_peak(level: str, threads: int) -> float | None:
+def multiply_peak(level: str, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> float | None:
     """GOPS of ``level``'s multiply instruction on ``threads`` threads (None: no loop for it)."""
     if level not in MULTIPLY_LOOPS:
         return None
     kind, products, _ = MULTIPLY_LOOPS[level]
     library = _library()
     operations = 2.0 * products * threads
-    return _best_rate(lambda rounds: library.dmlq_probe_multiply(kind, rounds, threads), operations) / 1e9
+
+    def run(rounds: int) -> float:
+        return library.dmlq_probe_multiply(kind, rounds, threads)
+
+    return _best_rate(run, operations, sample_seconds) / 1e9
 
 
 class Bandwidth(NamedTuple):
@@ -124,7 +128,7 @@ def _buffer(size: int) -> np.ndarray:
     return memory[start : start + size]
 
 
-def memory_bandwidth(kind: str, size: int, threads: int) -> Bandwidth:
+def memory_bandwidth(kind: str, size: int, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> Bandwidth:
     """Bytes per second that ``threads`` threads move in ``kind`` passes ("read", "write" or "copy")
     over a buffer of ``size`` bytes (rounded up to whole steps); a copy counts bytes read and written."""
     step = STEP * threads
@@ -139,7 +143,7 @@ def memory_bandwidth(kind: str, size: int, threads: int) -> Bandwidth:
         def run(repeats: int) -> float:
             return library.dmlq_probe_memory(PASSES[kind], streaming, *addresses, size, repeats, threads)
 
-        return _best_rate(run, moved)
+        return _best_rate(run, moved, sample_seconds)
 
     if kind == "read":
         return Bandwidth(rate(0), None)

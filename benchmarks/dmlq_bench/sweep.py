@@ -90,16 +90,22 @@ def row_case(row: Row, levels: list[str], rng: np.random.Generator, onnx_routes:
 # -- limits ------------------------------------------------------------------------------------
 
 
-def read_bandwidths(k: int, n: int, thread_counts: list[int]) -> dict[str, float]:
+def read_bandwidths(k: int, n: int, thread_counts: list[int], sample_seconds: float) -> dict[str, float]:
     """Bytes per second at which a K x N byte buffer (B's size) is read, per thread count."""
-    rates = {t: ceilings.memory_bandwidth("read", k * n, t).bytes_per_second for t in thread_counts}
+    rates = {
+        t: ceilings.memory_bandwidth("read", k * n, t, sample_seconds).bytes_per_second for t in thread_counts
+    }
     return ceilings.best_of_fewer_threads(rates)
 
 
-def peaks(levels: list[str], thread_counts: list[int]) -> dict[str, dict[str, float | None]]:
+def peaks(
+    levels: list[str], thread_counts: list[int], sample_seconds: float
+) -> dict[str, dict[str, float | None]]:
     """GOPS of each level's multiply instruction, per thread count (None: no loop for the level)."""
     return {
-        level: ceilings.best_of_fewer_threads({t: ceilings.multiply_peak(level, t) for t in thread_counts})
+        level: ceilings.best_of_fewer_threads(
+            {t: ceilings.multiply_peak(level, t, sample_seconds) for t in thread_counts}
+        )
         for level in levels
     }
 
