@@ -246,11 +246,12 @@ def against_limit_header(result: dict[str, Any]) -> list[str]:
 
 
 LIMITS_TEXT = (
-    "Measured in this run by bare loops in C (dmlq_bench.ceilings), each the best of 7 runs, at T2 the "
-    "better of 1 and 2 threads: per element-wise case, passes over buffers of its footprint (the bytes one "
-    "call reads and writes; the copy from one half to the other, counting bytes read and written; writes "
-    "and copies with ordinary or non-temporal stores, whichever was faster), and the multiply peak of "
-    "dmlq's level (its kernel's instruction in a loop shaped as its tile, per second of CPU time)."
+    "Measured in this run by bare loops in C (dmlq_bench.ceilings), each the best of 7 runs, at each "
+    "thread count the best of that many threads or fewer: per element-wise case, passes over buffers of "
+    "its footprint (the bytes one call reads and writes; the copy from one half to the other, counting "
+    "bytes read and written; writes and copies with ordinary or non-temporal stores, whichever was "
+    "faster), and the multiply peak of dmlq's level (its kernel's instruction in a loop shaped as its "
+    "tile, per second of CPU time)."
 )
 AGAINST_LIMITS_TEXT = (
     "Each contender at each thread count against the limit at that count: an element-wise case's bytes "
