@@ -15,12 +15,11 @@ class Sizes:
     call: int  # the per-call overhead case
     gemm: int  # M = N = K of the square matrix multiplies
     batched: tuple[int, int, int, int]  # A and B of the batched matrix multiply
-    bandwidth_bytes: int  # each buffer of the bandwidth passes (full: 8x a 32 MiB L3, from memory)
 
 
 SIZES = {
-    "full": Sizes(elements=1 << 24, call=16, gemm=1024, batched=(8, 1, 512, 512), bandwidth_bytes=256 << 20),
-    "tiny": Sizes(elements=1 << 16, call=16, gemm=64, batched=(2, 1, 32, 32), bandwidth_bytes=1 << 20),
+    "full": Sizes(elements=1 << 24, call=16, gemm=1024, batched=(8, 1, 512, 512)),
+    "tiny": Sizes(elements=1 << 16, call=16, gemm=64, batched=(2, 1, 32, 32)),
 }
 
 
