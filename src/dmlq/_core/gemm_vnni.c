@@ -118,18 +118,18 @@ static ALWAYS_INLINE __m512i estimate_16(__m512i acc, __m512 factors, __mmask16 
     return _mm512_maskz_and_epi32(mask, _mm512_castps_si512(fraction), _mm512_set1_epi32(0x7fffffff));
 }
 
-/* Whether a lane's distance from round(y) (estimate_16) is too near a tie. */
-static ALWAYS_INLINE int near_a_tie(__m512i distance) {
+/* The lanes whose distance from round(y) (estimate_16) is too near a tie. */
+static ALWAYS_INLINE __mmask16 near_a_tie(__m512i distance) {
     const float limit = 0.5f - 0x1p-11f;
     int32_t limit_bits;
     memcpy(&limit_bits, &limit, 4);
-    return _mm512_cmpge_epu32_mask(distance, _mm512_set1_epi32(limit_bits)) != 0;
+    return _mm512_cmpge_epu32_mask(distance, _mm512_set1_epi32(limit_bits));
 }
 
 /* A row's bytes from estimate_16, and whether a lane is too near a tie: the zero point is in the
  * integers, two saturating packs narrow them to int16 (a value beyond int16 saturates the byte either
  * way) and to bytes, and a dword permutation puts the blocks' 4-byte runs back in column order. */
-static ALWAYS_INLINE int estimate_row(const __m512i *acc, const __m512 *factors, const __mmask16 *masks,
+static ALWAYS_INLINE __mmask16 estimate_row(const __m512i *acc, const __m512 *factors, const __mmask16 *masks,
                                       __m512i bias, const int blocks, const int out_signed, __m512i *bytes) {
     __m512i rounded[3], farthest = _mm512_setzero_si512();
     for (int j = 0; j < blocks; j++)
@@ -208,7 +208,7 @@ static ALWAYS_INLINE void requantize_rows(const int32_t *dot, const gemm_tile *t
     const double *zero_points = q->out_zero_point + t->m0;
     const uint32_t b_zero = (uint32_t)q->b_zero[0];
     char *const out = t->out;
-    uint64_t redo = 0;
+    __mmask16 near[64]; /* per row, kept apart: a mask's way to a general register is slow */
     for (ptrdiff_t i = first; i < end; i++) {
         const int32_t *row = dot + i * dot_stride;
         const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[i] * b_zero));
@@ -223,14 +223,11 @@ static ALWAYS_INLINE void requantize_rows(const int32_t *dot, const gemm_tile *t
         }
         __m512i bytes;
         const __m512i bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_points[i]);
-        const int near = estimate_row(acc, factors, masks, bias, blocks, out_signed, &bytes);
+        near[i - first] = estimate_row(acc, factors, masks, bias, blocks, out_signed, &bytes);
         _mm512_mask_storeu_epi8(out + i * out_row, row_mask, bytes);
-        redo |= (uint64_t)near << (i - first);
     }
-    for (; redo; redo &= redo - 1) {
-        const ptrdiff_t i = first + __builtin_ctzll(redo);
-        store_row_exactly(dot + i * dot_stride, column, blocks, t, i, q, 1);
-    }
+    for (ptrdiff_t i = first; i < end; i++)
+        if (near[i - first]) store_row_exactly(dot + i * dot_stride, column, blocks, t, i, q, 1);
 }
 
 static ALWAYS_INLINE void requantize_blocks(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
