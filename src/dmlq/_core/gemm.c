@@ -701,15 +701,21 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const int32_t *restrict zero_points = p->b_zero_point;
     const ptrdiff_t n_real = p->n;
     const int32_t zero_shift = p->b_signed || c->b_in_place ? 0 : 128;
-    float smallest = INFINITY, largest = 0.0f;
-    int finite = 1; /* the comparisons pass NaN over: it is looked for apart, with the infinities */
+    /* The magnitudes' bits, which order as the values do (NaN above infinity): integer minima and
+     * maxima that the compiler vectorises, where a float's reduction is one long chain */
+    uint32_t smallest_bits = 0x7f800000u, largest_bits = 0;
     for (ptrdiff_t n = 0; n < n_real; n++) {
-        const float magnitude = fabsf(scales[n]);
-        smallest = magnitude < smallest ? magnitude : smallest;
-        largest = magnitude > largest ? magnitude : largest;
-        finite &= magnitude <= FLT_MAX;
+        uint32_t bits;
+        memcpy(&bits, &scales[n], 4);
+        bits &= 0x7fffffffu;
+        smallest_bits = bits < smallest_bits ? bits : smallest_bits;
+        largest_bits = bits > largest_bits ? bits : largest_bits;
         b_zero_uniform &= zero_points[n] == zero_points[0];
     }
+    const int finite = largest_bits <= 0x7f7fffffu; /* no NaN or infinity */
+    float smallest, largest;
+    memcpy(&smallest, &smallest_bits, 4);
+    memcpy(&largest, &largest_bits, 4);
     for (ptrdiff_t n = 0; n < columns; n++) {
         b_scale[n] = n < n_real ? (double)scales[n] : 0.0;
         column_factor[n] = n < n_real ? scales[n] : 1.0f;
