@@ -702,16 +702,28 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const ptrdiff_t n_real = p->n;
     const int32_t zero_shift = p->b_signed || c->b_in_place ? 0 : 128;
     /* The magnitudes' bits, which order as the values do (NaN above infinity): integer minima and
-     * maxima that the compiler vectorises, where a float's reduction is one long chain */
-    uint32_t smallest_bits = 0x7f800000u, largest_bits = 0;
-    for (ptrdiff_t n = 0; n < n_real; n++) {
-        uint32_t bits;
-        memcpy(&bits, &scales[n], 4);
-        bits &= 0x7fffffffu;
-        smallest_bits = bits < smallest_bits ? bits : smallest_bits;
-        largest_bits = bits > largest_bits ? bits : largest_bits;
-        b_zero_uniform &= zero_points[n] == zero_points[0];
+     * maxima that the compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one
+     * long chain of comparisons) */
+    enum { SCAN_LANES = 16 };
+    uint32_t low[SCAN_LANES], high[SCAN_LANES];
+    for (int j = 0; j < SCAN_LANES; j++) low[j] = 0x7f800000u, high[j] = 0;
+    for (ptrdiff_t n0 = 0; n0 < n_real; n0 += SCAN_LANES) {
+        const ptrdiff_t count = n_real - n0 < SCAN_LANES ? n_real - n0 : SCAN_LANES;
+        uint32_t bits[SCAN_LANES];
+        memcpy(bits, scales + n0, sizeof(uint32_t) * (size_t)count);
+        for (ptrdiff_t j = count; j < SCAN_LANES; j++) bits[j] = bits[0];
+        for (int j = 0; j < SCAN_LANES; j++) {
+            const uint32_t magnitude = bits[j] & 0x7fffffffu;
+            low[j] = magnitude < low[j] ? magnitude : low[j];
+            high[j] = magnitude > high[j] ? magnitude : high[j];
+        }
     }
+    uint32_t smallest_bits = low[0], largest_bits = high[0];
+    for (int j = 1; j < SCAN_LANES; j++) {
+        smallest_bits = low[j] < smallest_bits ? low[j] : smallest_bits;
+        largest_bits = high[j] > largest_bits ? high[j] : largest_bits;
+    }
+    for (ptrdiff_t n = 0; n < n_real; n++) b_zero_uniform &= zero_points[n] == zero_points[0];
     const int finite = largest_bits <= 0x7f7fffffu; /* no NaN or infinity */
     float smallest, largest;
     memcpy(&smallest, &smallest_bits, 4);
