@@ -184,13 +184,15 @@ static void pack_b_groups(const b_packing *job, ptrdiff_t first, ptrdiff_t end, 
 }
 
 /* Panels [first, end) of one B (at most PACK_PANELS), and their column sums: the whole groups of
- * full panels by the kernels' own packer where they have one, the rest block by block. */
+ * full panels (and of B's last, partial one, for the group layout's packer) by the kernels' own
+ * packer where they have one, the rest block by block. */
 static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
     memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
     const int direct = (kernels->pack_b_pairs || kernels->pack_b_whole_groups) && job->b_col == 1;
-    const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
+    const ptrdiff_t packer_end = kernels->pack_b_whole_groups ? end : min_size(end, job->n / nr);
+    const ptrdiff_t full_end = direct ? packer_end : first, whole_groups = job->k / 4;
     if (full_end > first) {
         int8_t *panels = job->panels + first * job->panel_bytes;
         const uint8_t *columns = (const uint8_t *)job->b + first * nr;
@@ -200,7 +202,7 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
                                   job->flip, sums);
         else
             kernels->pack_b_whole_groups(panels, job->panel_bytes, columns, job->b_row, whole_groups, full_end - first,
-                                         job->flip, sums);
+                                         (int)min_size(nr, job->n - (full_end - 1) * nr), job->flip, sums);
         pack_b_groups(job, first, full_end, whole_groups);
         first = full_end;
     }

@@ -299,8 +299,9 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
     }
 }
 
-/* Whole groups of whole panels of a row-major B with contiguous columns (gemm.h's
- * pack_b_whole_groups): per group, the 4 rows' 48 bytes in zmm, flipped, interleaved into columns of
+/* Whole groups of panels of a row-major B with contiguous columns (gemm.h's pack_b_whole_groups; the
+ * last panel's columns beyond last_columns zero): per group, the 4 rows' 48 bytes in zmm, flipped,
+ * interleaved into columns of
  * 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
  * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
  * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
@@ -309,12 +310,14 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
 enum { PACK_BLOCK_GROUPS = 32 };
 
 static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
-                                     ptrdiff_t groups, ptrdiff_t panels, uint8_t flip, int32_t *sums) {
-    const __m512i flips = _mm512_set1_epi8((char)flip), ones = _mm512_set1_epi8(1);
-    const __mmask64 row_bytes = ((__mmask64)1 << GEMM_NR) - 1;
+                                     ptrdiff_t groups, ptrdiff_t panels, int last_columns, uint8_t flip,
+                                     int32_t *sums) {
+    const __m512i ones = _mm512_set1_epi8(1);
     for (ptrdiff_t g0 = 0; g0 < groups; g0 += PACK_BLOCK_GROUPS) {
         const ptrdiff_t end = g0 + PACK_BLOCK_GROUPS < groups ? g0 + PACK_BLOCK_GROUPS : groups;
         for (ptrdiff_t panel = 0; panel < panels; panel++) {
+            const __mmask64 row_bytes = ((__mmask64)1 << (panel + 1 < panels ? GEMM_NR : last_columns)) - 1;
+            const __m512i flips = _mm512_maskz_set1_epi8(row_bytes, (char)flip); /* padding stays 0 */
             const uint8_t *columns = b + panel * GEMM_NR;
             int8_t *out = dst + panel * panel_bytes;
             __m512i acc[VECTORS];
