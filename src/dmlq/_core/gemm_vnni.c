@@ -94,7 +94,7 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
 #define ROUNDING_MAGIC_BITS 0x4B400000
 
 /* The estimate of round(acc * (as * bs) / os) + ozp for 16 accumulators into *rounded (`bias` is
- * M's bits less the zero point), and each lane's |y - round(y)| as bits, 0 beyond `mask`.
+ * M's bits less the zero point), and y - round(y).
  *
  * The reference's float64 quotient q is needed only near a tie of an unsaturated output, so first a
  * float32 estimate: y = float(acc) * f, f = float(as / os) * bs (`factors`) rounded to float32, y
@@ -108,22 +108,22 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
  * the margin). A margin that shrinks with |y| (about 2**-20 * min(|y|, 1024)) would send ~40 times
  * fewer rows to the float64 route, but its three more instructions per vector cost more than those
  * rows did (measured on Zen 5: 1.60 against 1.50 ns per 16 outputs). */
-static ALWAYS_INLINE __m512i estimate_16(__m512i acc, __m512 factors, __mmask16 mask, __m512i bias, __m512i *rounded) {
+static ALWAYS_INLINE __m512 estimate_16(__m512i acc, __m512 factors, __m512i bias, __m512i *rounded) {
     const __m512 magic = _mm512_set1_ps(ROUNDING_MAGIC), sums = _mm512_cvtepi32_ps(acc);
     const __m512 t = _mm512_fmadd_round_ps(sums, factors, magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 integer = _mm512_sub_ps(t, magic); /* exact */
-    const __m512 fraction = _mm512_fmsub_round_ps(sums, factors, integer, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     *rounded = _mm512_sub_epi32(_mm512_castps_si512(t), bias);
-    /* |fraction| as bits, which order as the values do; lanes beyond the tile's columns as 0 */
-    return _mm512_maskz_and_epi32(mask, _mm512_castps_si512(fraction), _mm512_set1_epi32(0x7fffffff));
+    return _mm512_fmsub_round_ps(sums, factors, integer, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-/* The lanes whose distance from round(y) (estimate_16) is too near a tie. */
-static ALWAYS_INLINE __mmask16 near_a_tie(__m512i distance) {
-    const float limit = 0.5f - 0x1p-11f;
-    int32_t limit_bits;
-    memcpy(&limit_bits, &limit, 4);
-    return _mm512_cmpge_epu32_mask(distance, _mm512_set1_epi32(limit_bits));
+/* The larger of `farthest` and |y - round(y)| (estimate_16) in the lanes of `mask`, in one vrangeps. */
+static ALWAYS_INLINE __m512 farther(__m512 farthest, __mmask16 mask, __m512 fraction) {
+    return _mm512_mask_range_ps(farthest, mask, farthest, fraction, 0x0b); /* the larger magnitude, sign cleared */
+}
+
+/* The lanes whose largest |y - round(y)| is too near a tie. */
+static ALWAYS_INLINE __mmask16 near_a_tie(__m512 farthest) {
+    return _mm512_cmp_ps_mask(farthest, _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_GE_OQ);
 }
 
 /* A row's bytes from estimate_16, and whether a lane is too near a tie: the zero point is in the
@@ -131,9 +131,10 @@ static ALWAYS_INLINE __mmask16 near_a_tie(__m512i distance) {
  * way) and to bytes, and a dword permutation puts the blocks' 4-byte runs back in column order. */
 static ALWAYS_INLINE __mmask16 estimate_row(const __m512i *acc, const __m512 *factors, const __mmask16 *masks,
                                       __m512i bias, const int blocks, const int out_signed, __m512i *bytes) {
-    __m512i rounded[3], farthest = _mm512_setzero_si512();
+    __m512i rounded[3];
+    __m512 farthest = _mm512_setzero_ps();
     for (int j = 0; j < blocks; j++)
-        farthest = _mm512_max_epu32(farthest, estimate_16(acc[j], factors[j], masks[j], bias, &rounded[j]));
+        farthest = farther(farthest, masks[j], estimate_16(acc[j], factors[j], bias, &rounded[j]));
     for (int j = blocks; j < 3; j++) rounded[j] = _mm512_setzero_si512();
     const __m512i low = _mm512_packs_epi32(rounded[0], rounded[1]), high = _mm512_packs_epi32(rounded[2], rounded[2]);
     const __m512i packed = out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
@@ -177,7 +178,8 @@ static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, cons
                                            row_sum, za, 0);
         __m512i rounded;
         const __m512 factors = _mm512_mul_ps(row_factor, column[j].factor);
-        if (near_only && !near_a_tie(estimate_16(acc, factors, column[j].mask, _mm512_setzero_si512(), &rounded)))
+        const __m512 fraction = estimate_16(acc, factors, _mm512_setzero_si512(), &rounded);
+        if (near_only && !near_a_tie(farther(_mm512_setzero_ps(), column[j].mask, fraction)))
             continue;
         const __m512d bs[2] = {_mm512_loadu_pd(q->b_scale + n), _mm512_loadu_pd(q->b_scale + n + 8)};
         __m128i bytes = requantize_16_exactly(acc, bs, m, q);
