@@ -627,13 +627,17 @@ def test_matmul_exact_and_near_ties(level, reciprocal):
         check_matmul(views, U8, reciprocal)
 
 
-# (a_scale, b_scale, output_scale) whose float32 estimate of the quotient falls on the other side of a
-# tie than the reference's for some sum in -8256..8382 (found by a search over random scales)
+# (a_scale, b_scale, output_scale, output_zero_point) whose float32 estimate of the quotient falls on the
+# other side of a tie than the reference's for some sum in -8256..8382 whose byte is not saturated
+# (found by a search over random scales): quotients below 128 in magnitude, then between 128 and 250
 ESTIMATE_ON_THE_WRONG_SIDE = (
-    (0.8708854913711548, 0.5457478165626526, 30.060213088989258),
-    (0.6902150511741638, 0.7333105802536011, 32.66273498535156),
-    (0.8774871826171875, 0.7033406496047974, 40.315399169921875),
-    (0.546601414680481, 0.6590254306793213, 21.673826217651367),
+    (0.8708854913711548, 0.5457478165626526, 30.060213088989258, 128),
+    (0.6902150511741638, 0.7333105802536011, 32.66273498535156, 128),
+    (0.8774871826171875, 0.7033406496047974, 40.315399169921875, 128),
+    (0.546601414680481, 0.6590254306793213, 21.673826217651367, 128),
+    (0.6728739142417908, 0.7344540953636169, 19.443084716796875, 0),
+    (0.8412182927131653, 0.5419446229934692, 15.856830596923828, 0),
+    (0.865006148815155, 0.7116806507110596, 20.365455627441406, 0),
 )
 
 
@@ -650,7 +654,7 @@ def test_matmul_requantization_where_the_estimate_is_wrong(level, scales):
     a[:, 1] += 1
     b = np.zeros((4, w.size), np.int16)
     b[0], b[1] = 127, w
-    a_scale, b_scale, out_scale = scales
+    a_scale, b_scale, out_scale, out_zero = scales
     views = {
         "a": a.astype(U8),
         "a_scale": F32([[a_scale]]),
@@ -659,7 +663,7 @@ def test_matmul_requantization_where_the_estimate_is_wrong(level, scales):
         "b_scale": F32([[b_scale]]),
         "b_zero_point": None,
         "output_scale": F32([[out_scale]]),
-        "output_zero_point": U8([[128]]),
+        "output_zero_point": U8([[out_zero]]),
     }
     check_matmul(views, U8)
 

@@ -94,36 +94,50 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
 #define ROUNDING_MAGIC_BITS 0x4B400000
 
 /* The estimate of round(acc * (as * bs) / os) + ozp for 16 accumulators into *rounded (`bias` is
- * M's bits less the zero point), and y - round(y).
+ * M's bits less the zero point), round(y) into *integer, and y - round(y).
  *
  * The reference's float64 quotient q is needed only near a tie of an unsaturated output, so first a
  * float32 estimate: y = float(acc) * f, f = float(as / os) * bs (`factors`) rounded to float32, y
  * exact inside fused multiply-adds. Three float32 roundings (float(acc), the row factor, f; the
  * factors kept within [2**-60, 2**60] stay normal) and the reference's own three float64 ones put y
- * within 3.1 * 2**-24 * |y| of q. Where |y| <= 1024 that is below 2**-12.3: if y is at least 2**-11
- * from the nearest half-integer, q rounds to the same integer. Where |y| > 1024, y and q both saturate
- * any 8-bit output whatever the zero point. As |y| < 2**20 (`estimate`), t = fma(float(acc), f, M)
- * is M + round(y) (ROUNDING_MAGIC; ties to even, as M is even) and t's bits less M's are round(y);
- * y - round(y) comes from one more fused multiply-add (within 2**-25 of its exact value, well inside
- * the margin). A margin that shrinks with |y| (about 2**-20 * min(|y|, 1024)) would send ~40 times
- * fewer rows to the float64 route, but its three more instructions per vector cost more than those
- * rows did (measured on Zen 5: 1.60 against 1.50 ns per 16 outputs). */
-static ALWAYS_INLINE __m512 estimate_16(__m512i acc, __m512 factors, __m512i bias, __m512i *rounded) {
+ * within 3.1 * 2**-24 * |y| of q. As |y| < 2**20 (`estimate`), t = fma(float(acc), f, M) is
+ * M + round(y) (ROUNDING_MAGIC; ties to even, as M is even) and t's bits less M's are round(y);
+ * y - round(y) comes from one more fused multiply-add, within 2**-25 of its exact value. */
+static ALWAYS_INLINE __m512 estimate_16(__m512i acc, __m512 factors, __m512i bias, __m512i *rounded,
+                                        __m512 *integer) {
     const __m512 magic = _mm512_set1_ps(ROUNDING_MAGIC), sums = _mm512_cvtepi32_ps(acc);
     const __m512 t = _mm512_fmadd_round_ps(sums, factors, magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 integer = _mm512_sub_ps(t, magic); /* exact */
+    *integer = _mm512_sub_ps(t, magic); /* exact */
     *rounded = _mm512_sub_epi32(_mm512_castps_si512(t), bias);
-    return _mm512_fmsub_round_ps(sums, factors, integer, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_fmsub_round_ps(sums, factors, *integer, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-/* The larger of `farthest` and |y - round(y)| (estimate_16) in the lanes of `mask`, in one vrangeps. */
-static ALWAYS_INLINE __m512 farther(__m512 farthest, __mmask16 mask, __m512 fraction) {
-    return _mm512_mask_range_ps(farthest, mask, farthest, fraction, 0x0b); /* the larger magnitude, sign cleared */
+/* Per lane, over a row's blocks, the largest |y - round(y)| and the largest |round(y)|. */
+typedef struct {
+    __m512 fraction, magnitude;
+} tie_distance;
+
+static ALWAYS_INLINE tie_distance farther(tie_distance d, __mmask16 mask, __m512 fraction, __m512 integer) {
+    /* vrangeps 0x0b: the larger magnitude, sign cleared; the lanes beyond `mask` unchanged */
+    d.fraction = _mm512_mask_range_ps(d.fraction, mask, d.fraction, fraction, 0x0b);
+    d.magnitude = _mm512_mask_range_ps(d.magnitude, mask, d.magnitude, integer, 0x0b);
+    return d;
 }
 
-/* The lanes whose largest |y - round(y)| is too near a tie. */
-static ALWAYS_INLINE __mmask16 near_a_tie(__m512 farthest) {
-    return _mm512_cmp_ps_mask(farthest, _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_GE_OQ);
+/* The lanes where round(y) may not be round(q) (estimate_16), from the estimate's error bound: with
+ * F >= |y - round(y)| and R >= |round(y)| (tie_distance), a lane is sure when
+ * g = F + min(R, 1024) * 2**-21 < 0.5 - 2**-20. For |round(y)| <= 1024: g's rounding adds at most
+ * 2**-25, the fraction's 2**-25, and the error 3.1 * 2**-24 * (|round(y)| + 0.5) is below
+ * 0.39 * 2**-21 * |round(y)| + 2**-23.3: in all |y - round(y)| + |q - y| < 0.5 - 2**-20 + 2**-21.6
+ * < 0.5, so q rounds to round(y). Beyond, |y| > 1024 and |q| > 1023.99: both saturate any 8-bit
+ * output whatever the zero point. The margin shrinks with |y| (2**-15.7 at 40 where a constant 2**-11
+ * served), which sends ~25 times fewer lanes to the float64 route at one vrangeps more per vector:
+ * measured on Zen 5 that paid where a margin of 2**-20 * min(|y|, 1024) computed per vector (three
+ * more instructions) did not. */
+static ALWAYS_INLINE __mmask16 near_a_tie(tie_distance d) {
+    const __m512 g = _mm512_fmadd_ps(_mm512_min_ps(d.magnitude, _mm512_set1_ps(1024.0f)), _mm512_set1_ps(0x1p-21f),
+                                     d.fraction);
+    return _mm512_cmp_ps_mask(g, _mm512_set1_ps(0.5f - 0x1p-20f), _CMP_GE_OQ);
 }
 
 /* A row's bytes from estimate_16, and whether a lane is too near a tie: the zero point is in the
@@ -132,9 +146,12 @@ static ALWAYS_INLINE __mmask16 near_a_tie(__m512 farthest) {
 static ALWAYS_INLINE __mmask16 estimate_row(const __m512i *acc, const __m512 *factors, const __mmask16 *masks,
                                       __m512i bias, const int blocks, const int out_signed, __m512i *bytes) {
     __m512i rounded[3];
-    __m512 farthest = _mm512_setzero_ps();
-    for (int j = 0; j < blocks; j++)
-        farthest = farther(farthest, masks[j], estimate_16(acc[j], factors[j], bias, &rounded[j]));
+    tie_distance farthest = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int j = 0; j < blocks; j++) {
+        __m512 integer;
+        const __m512 fraction = estimate_16(acc[j], factors[j], bias, &rounded[j], &integer);
+        farthest = farther(farthest, masks[j], fraction, integer);
+    }
     for (int j = blocks; j < 3; j++) rounded[j] = _mm512_setzero_si512();
     const __m512i low = _mm512_packs_epi32(rounded[0], rounded[1]), high = _mm512_packs_epi32(rounded[2], rounded[2]);
     const __m512i packed = out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
@@ -177,10 +194,11 @@ static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, cons
         const __m512i acc = corrected_sums(_mm512_load_si512((const void *)(dot + 16 * j)), &column[j], row_sum,
                                            row_sum, za, 0);
         __m512i rounded;
-        const __m512 factors = _mm512_mul_ps(row_factor, column[j].factor);
-        const __m512 fraction = estimate_16(acc, factors, _mm512_setzero_si512(), &rounded);
-        if (near_only && !near_a_tie(farther(_mm512_setzero_ps(), column[j].mask, fraction)))
-            continue;
+        __m512 integer;
+        const __m512 fraction = estimate_16(acc, _mm512_mul_ps(row_factor, column[j].factor), _mm512_setzero_si512(),
+                                            &rounded, &integer);
+        const tie_distance none = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        if (near_only && !near_a_tie(farther(none, column[j].mask, fraction, integer))) continue;
         const __m512d bs[2] = {_mm512_loadu_pd(q->b_scale + n), _mm512_loadu_pd(q->b_scale + n + 8)};
         __m128i bytes = requantize_16_exactly(acc, bs, m, q);
         __asm__("" : "+v"(bytes)); /* keep vpmov*db in registers: its memory form is microcoded and slow on AMD */
