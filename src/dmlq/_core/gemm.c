@@ -676,6 +676,15 @@ static ptrdiff_t padded_rows(const gemm_context *c) { return c->b_in_place ? c->
 
 static int estimable(double factor) { return fabs(factor) >= 0x1p-60 && fabs(factor) <= 0x1p60; }
 
+/* [*low, *high] widened to the bits of |x|, which order as the magnitudes do (NaN above infinity). */
+static inline void widen_range(float x, uint32_t *low, uint32_t *high) {
+    uint32_t bits;
+    memcpy(&bits, &x, 4);
+    bits &= 0x7fffffffu;
+    *low = bits < *low ? bits : *low;
+    *high = bits > *high ? bits : *high;
+}
+
 /* The per-row and per-column vectors, padded with zeros (and factors of 1) to whole panels. */
 static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
     const dmlq_gemm_problem *p = c->p;
@@ -703,23 +712,15 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const int32_t *restrict zero_points = p->b_zero_point;
     const ptrdiff_t n_real = p->n;
     const int32_t zero_shift = p->b_signed || c->b_in_place ? 0 : 128;
-    /* The magnitudes' bits, which order as the values do (NaN above infinity): integer minima and
-     * maxima that the compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one
-     * long chain of comparisons) */
+    /* The range of the scales' magnitudes as bits (widen_range): integer minima and maxima that the
+     * compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one long chain) */
     enum { SCAN_LANES = 16 };
     uint32_t low[SCAN_LANES], high[SCAN_LANES];
     for (int j = 0; j < SCAN_LANES; j++) low[j] = 0x7f800000u, high[j] = 0;
-    for (ptrdiff_t n0 = 0; n0 < n_real; n0 += SCAN_LANES) {
-        const ptrdiff_t count = n_real - n0 < SCAN_LANES ? n_real - n0 : SCAN_LANES;
-        uint32_t bits[SCAN_LANES];
-        memcpy(bits, scales + n0, sizeof(uint32_t) * (size_t)count);
-        for (ptrdiff_t j = count; j < SCAN_LANES; j++) bits[j] = bits[0];
-        for (int j = 0; j < SCAN_LANES; j++) {
-            const uint32_t magnitude = bits[j] & 0x7fffffffu;
-            low[j] = magnitude < low[j] ? magnitude : low[j];
-            high[j] = magnitude > high[j] ? magnitude : high[j];
-        }
-    }
+    ptrdiff_t scanned = 0;
+    for (; scanned + SCAN_LANES <= n_real; scanned += SCAN_LANES)
+        for (int j = 0; j < SCAN_LANES; j++) widen_range(scales[scanned + j], &low[j], &high[j]);
+    for (; scanned < n_real; scanned++) widen_range(scales[scanned], &low[0], &high[0]); /* the last few */
     uint32_t smallest_bits = low[0], largest_bits = high[0];
     for (int j = 1; j < SCAN_LANES; j++) {
         smallest_bits = low[j] < smallest_bits ? low[j] : smallest_bits;
