@@ -55,6 +55,35 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
         }
 }
 
+/* dot_rows for a whole tile, its 24 accumulators named: as dot_rows' array GCC 12 copied them through
+ * the stack before and after the loop, 7 % of a tile of K = 256, 3 % of K = 512 (Zen 5, 1 thread: 1004
+ * -> 1074 and 1031 -> 1066 GOPS with B in L2). */
+#define TILE_ROW(m) __m512i c##m##0 = _mm512_setzero_si512(), c##m##1 = c##m##0, c##m##2 = c##m##0;
+#define TILE_ROW_DOT(m)                                                   \
+    {                                                                     \
+        int32_t word;                                                     \
+        memcpy(&word, a + (m) * lda, 4);                                  \
+        const __m512i av = _mm512_set1_epi32(word);                       \
+        c##m##0 = dpbusd(c##m##0, av, b0);                                \
+        c##m##1 = dpbusd(c##m##1, av, b1);                                \
+        c##m##2 = dpbusd(c##m##2, av, b2);                                \
+    }
+#define TILE_ROW_STORE(m)                                                 \
+    _mm512_store_si512((void *)(tile + (m) * GEMM_NR), c##m##0);          \
+    _mm512_store_si512((void *)(tile + (m) * GEMM_NR + 16), c##m##1);     \
+    _mm512_store_si512((void *)(tile + (m) * GEMM_NR + 32), c##m##2);
+#define EVERY_TILE_ROW(step) step(0) step(1) step(2) step(3) step(4) step(5) step(6) step(7)
+
+static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+    EVERY_TILE_ROW(TILE_ROW)
+    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
+        const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64));
+        const __m512i b2 = _mm512_load_si512((const void *)(b + 128));
+        EVERY_TILE_ROW(TILE_ROW_DOT)
+    }
+    EVERY_TILE_ROW(TILE_ROW_STORE)
+}
+
 static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
     switch (rows) {
     case 1: dot_rows(a, lda, b, groups, tile, 1, 4); break;
@@ -64,7 +93,7 @@ static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
     case 5: dot_rows(a, lda, b, groups, tile, 5, 1); break;
     case 6: dot_rows(a, lda, b, groups, tile, 6, 1); break;
     case 7: dot_rows(a, lda, b, groups, tile, 7, 1); break;
-    default: dot_rows(a, lda, b, groups, tile, GEMM_MR, 1); break;
+    default: dot_tile(a, lda, b, groups, tile); break;
     }
 }
 
