@@ -157,9 +157,9 @@ static ALWAYS_INLINE tie_distance farther(tie_distance d, __mmask16 mask, __m512
  * F >= |y - round(y)| and R >= |round(y)| (tie_distance), a lane is sure when
  * g = F + min(R, 1024) * 2**-21 < 0.5 - 2**-20. For |round(y)| <= 1024: g's rounding adds at most
  * 2**-25, the fraction's 2**-25, and the error 3.1 * 2**-24 * (|round(y)| + 0.5) is below
- * 0.39 * 2**-21 * |round(y)| + 2**-23.3: in all |y - round(y)| + |q - y| < 0.5 - 2**-20 + 2**-21.6
- * < 0.5, so q rounds to round(y). Beyond, |y| > 1024 and |q| > 1023.99: both saturate any 8-bit
- * output whatever the zero point. The margin shrinks with |y| (2**-15.7 at 40 where a constant 2**-11
+ * 0.39 * 2**-21 * |round(y)| + 2**-23.3: in all |y - round(y)| + |q - y| < 0.5 - 2**-20 + 2**-22.6
+ * < 0.5, so q rounds to round(y). Beyond, |round(y)| >= 1025, |y| >= 1024.5 and |q| > 1024.4: both
+ * saturate any 8-bit output, on the same side, whatever the zero point. The margin shrinks with |y| (2**-15.7 at 40 where a constant 2**-11
  * served), which sends ~25 times fewer lanes to the float64 route at one vrangeps more per vector:
  * measured on Zen 5 that paid where a margin of 2**-20 * min(|y|, 1024) computed per vector (three
  * more instructions) did not. */
@@ -350,8 +350,7 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
 
 /* Whole groups of panels of a row-major B with contiguous columns (gemm.h's pack_b_whole_groups; the
  * last panel's columns beyond last_columns zero): per group, the 4 rows' 48 bytes in zmm, flipped,
- * interleaved into columns of
- * 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
+ * interleaved into columns of 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
  * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
  * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
  * groups takes every panel in turn while its rows' lines stay in L1; rows a page or more apart escape
