@@ -16,6 +16,19 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* Over a long K (PREFETCH_MIN_GROUPS groups or more, whose panels are streamed from L3 or memory),
+ * two or more rows ask for B's bytes 96 groups (18 KiB) ahead: the hardware prefetchers alone leave
+ * such a panel at two thirds of the read bandwidth (Zen 5, 1 thread, a 4096 x 11008 B from memory:
+ * 1190 -> 660 us for 7 rows, 850 -> 765 for 2, 1295 -> 690 for 8; whole calls 8 x 4096 x 11008
+ * 1219 -> 792 us, 8 x 4096 x 4096 297 -> 270, 128 x 4096 x 11008 11.7 -> 11.3 ms). One row, which
+ * waits on its loads alone, gains nothing; panels of a shorter K are read again from L2 by the next
+ * tiles, where the prefetches cost 1 % (128 x 1024 x 1024, batched [8,1,512,512]). */
+enum { PREFETCH_BYTES = 96 * GEMM_NR * 4, PREFETCH_MIN_GROUPS = 512 };
+
+static ALWAYS_INLINE void prefetch_b(const int8_t *b) {
+    for (int j = 0; j < GEMM_NR * 4; j += 64) _mm_prefetch((const char *)b + PREFETCH_BYTES + j, _MM_HINT_T0);
+}
+
 /* `rows` x NR accumulators in registers, in `sets` sets that take turns by group (a row's chains of
  * dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
  * instruction's latency, not on B's bytes); per group, NR/16 vectors of B' and `rows` broadcast
@@ -27,9 +40,11 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
     for (int s = 0; s < sets; s++)
         for (int m = 0; m < rows; m++)
             for (int j = 0; j < VECTORS; j++) acc[s][m][j] = _mm512_setzero_si512();
+    const int ahead = rows > 1 && groups >= PREFETCH_MIN_GROUPS;
     ptrdiff_t g = 0;
     for (; g + sets <= groups; g += sets)
         for (int s = 0; s < sets; s++, a += 4, b += GEMM_NR * 4) {
+            if (ahead) prefetch_b(b);
             __m512i bv[VECTORS];
             for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
             for (int m = 0; m < rows; m++) {
@@ -76,7 +91,9 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
 
 static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
     EVERY_TILE_ROW(TILE_ROW)
+    const int ahead = groups >= PREFETCH_MIN_GROUPS;
     for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
+        if (ahead) prefetch_b(b);
         const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64));
         const __m512i b2 = _mm512_load_si512((const void *)(b + 128));
         EVERY_TILE_ROW(TILE_ROW_DOT)
