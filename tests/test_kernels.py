@@ -715,6 +715,47 @@ def test_matmul_exact_and_near_ties(level, reciprocal):
         check_matmul(views, U8, reciprocal)
 
 
+# (a_scale, b_scale, output_scale, output_zero_point) whose float32 estimate of the quotient falls on the
+# other side of a tie than the reference's for some sum in -8256..8382 whose byte is not saturated
+# (found by a search over random scales): quotients below 128 in magnitude, then between 128 and 250
+ESTIMATE_ON_THE_WRONG_SIDE = (
+    (0.8708854913711548, 0.5457478165626526, 30.060213088989258, 128),
+    (0.6902150511741638, 0.7333105802536011, 32.66273498535156, 128),
+    (0.8774871826171875, 0.7033406496047974, 40.315399169921875, 128),
+    (0.546601414680481, 0.6590254306793213, 21.673826217651367, 128),
+    (0.6728739142417908, 0.7344540953636169, 19.443084716796875, 0),
+    (0.8412182927131653, 0.5419446229934692, 15.856830596923828, 0),
+    (0.865006148815155, 0.7116806507110596, 20.365455627441406, 0),
+)
+
+
+@pytest.mark.parametrize("scales", ESTIMATE_ON_THE_WRONG_SIDE)
+def test_matmul_requantization_where_the_estimate_is_wrong(level, scales):
+    """The kernels' float32 estimate of a quotient is within a few float32 roundings of the
+    reference's and must defer to it near a tie. Sums of every integer in -8256..8382 (127 * x + w
+    over 130 rows and 256 columns: full and partial tiles), under scales where the estimate rounds some
+    of them to the other side of a tie, a hair from it: a margin narrower than the estimate's
+    error gives another byte there."""
+    x, w = np.arange(-64, 66), np.arange(-128, 128)
+    a = np.zeros((x.size, 4), np.int16) + 128
+    a[:, 0] += x
+    a[:, 1] += 1
+    b = np.zeros((4, w.size), np.int16)
+    b[0], b[1] = 127, w
+    a_scale, b_scale, out_scale, out_zero = scales
+    views = {
+        "a": a.astype(U8),
+        "a_scale": F32([[a_scale]]),
+        "a_zero_point": U8([[128]]),
+        "b": b.astype(I8),
+        "b_scale": F32([[b_scale]]),
+        "b_zero_point": None,
+        "output_scale": F32([[out_scale]]),
+        "output_zero_point": U8([[out_zero]]),
+    }
+    check_matmul(views, U8)
+
+
 def test_matmul_nonfinite_scales_and_ties(level):
     a, b = np.arange(12, dtype=U8).reshape(3, 4), np.arange(-4, 4, dtype=I8).reshape(4, 2)
     for out_scale in (np.inf, np.nan, -0.0, 2.0, -3.0, 1e-40):
