@@ -206,7 +206,7 @@ def rows(name: str, found: dict[int, dict[str, object]]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=10, help="runs per round")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
