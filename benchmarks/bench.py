@@ -21,7 +21,6 @@ import os
 import platform
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 from dmlq_bench import cases, ceilings, data, memory, report  # noqa: E402
-from dmlq_bench.timing import Case, Plan, measure_block  # noqa: E402
+from dmlq_bench.timing import Case, Plan, blas_limit, measure_block  # noqa: E402
 
 import dmlq  # noqa: E402
 from dmlq.kernels import available_levels  # noqa: E402
@@ -77,15 +76,6 @@ def thread_setters(torch_routes: ModuleType | None) -> list[Any]:
     if torch_routes is not None:
         setters.append(torch_routes.set_threads)
     return setters
-
-
-def blas_limit(threads: int) -> Any:
-    """Limit NumPy's BLAS threads for the block (a no-op context when threadpoolctl is absent)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return ExitStack()
-    return threadpool_limits(limits=threads, user_api="blas")
 
 
 def run_cases(all_cases: list[Case], thread_counts: list[int], plan: Plan,
