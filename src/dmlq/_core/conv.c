@@ -720,6 +720,6 @@ int dmlq_conv(const dmlq_conv_problem *p, int threads) {
     if (p->batches == 0 || p->out_channels == 0 || positions_of(p) == 0) return 0;
     if (p->channels == p->groups) return directly(p, threads);
     /* a pointwise convolution's columns are its input: the multiply packs them in one pass */
-    if (!pointwise(p) && dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
+    if (dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
     return through_multiply(p, threads);
 }

@@ -1,77 +1,104 @@
-/* The 2-D integer convolutions as an implicit matrix multiply on the VNNI kernel set (family.h): the
- * GEMM's own dot-product and requantization kernels, without an im2col matrix.
+/* The 2-D integer convolutions as an implicit matrix multiply at the VNNI level (family.h), the dot
+ * products and the output in one kernel, without an im2col matrix or B panels.
  *
- * The multiply is conv.c's (A the filter, a row per output channel; B the input's columns, a column per
- * output position), with K ordered tap by tap, four input channels at a time: k = (tap, c). The input is
- * first rewritten once per image as planes of dwords, one per group of 4 channels: B' bytes (gemm.h: x
- * xor 0x80 for uint8 x) of those channels at one input position, the zero point's B' where the position
- * is padding, 0 for channels beyond C. The planes cover the padded input and are split by phase modulo
- * the strides (plane (fh, fw) holds padded rows fh, fh + sh, ... and columns fw, fw + sw, ...), so that
- * for every tap the output positions of a row read consecutive dwords of one plane, and the next output
- * row starts a few dwords on (the planes' width exceeds the output's by about the kernel's extent).
- * A B panel (NR positions, every k) is then assembled 16 positions at a time by one or two vector loads
- * and a permute per tap and group of 4 channels: the dword layout of the planes is the panels' own
- * ([group of 4 k][column][4 bytes]). The dot products, the zero-point correction and the output (int32 or
- * requantized, with the bias) are the GEMM's, straight into the NCHW output (a row per output channel).
- * The filter's rows are the kernels' A' rows: the filter reordered to (tap, c) once per call.
+ * The multiply is conv.c's: a row per output channel (the filter), a column per output position (the
+ * input's windows), K ordered tap by tap, four input channels at a time: k = (tap, c). The input is
+ * first rewritten once per image as planes of dwords, one per group of 4 channels: the x' bytes
+ * (conv_output.h) of those channels at one input position, x_zp' where the position is padding, 0 for
+ * channels beyond C. The planes cover the padded input and are split by phase modulo the strides
+ * (plane (fh, fw) holds padded rows fh, fh + sh, ... and columns fw, fw + sw, ...), and every plane
+ * row is wq dwords, the output's width plus the kernel's extent. Output positions are then counted
+ * over rows of wq ("virtual" positions v = o1 * wq + o2, whose o2 >= the output's width are computed
+ * and dropped, about (wq - width) / wq of the work): for every tap and group of 4 channels, 16
+ * consecutive virtual positions read 16 consecutive dwords of one plane, at the tap's own offset, so
+ * the kernel loads its unsigned operand straight from the planes.
+ * A tile is 8 output channels by 48 virtual positions: 24 accumulators, per group of 4 k three loads of
+ * the planes and 24 vpdpbusd whose signed operand is the filter's dword broadcast from memory; the
+ * filter is packed once (dmlq_conv_pack_filter, or pack_convolution_filter from Python) as the kernel
+ * reads it, 8 channels' dwords per group of 4 k. The sums, exact in int32 (conv_output.h), go straight
+ * to the output's rows: int32, or requantized 48 at a time, stored by masked stores per output row.
+ * The work: per image, its planes, then its tiles (each thread an image of its own while there are
+ * enough images for every thread; else the threads share the planes of a few images, then the tiles).
  */
-#include "family.h"
+#include "conv_output.h"
 
 #if DMLQ_X86
 
-enum { LANES = 16, PLANE_SLACK = 2 * LANES, IMPLICIT_BYTES = 8 << 20 };
+enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, IMPLICIT_BYTES = 8 << 20 };
+
+typedef struct {
+    uint64_t mask;  /* lanes of a tile */
+    ptrdiff_t first; /* the output position (o1 * width + o2) of the tile's lane 0 along these lanes */
+} segment;
 
 typedef struct {
     const dmlq_conv_problem *p;
-    const gemm_kernels *kernels;
-    dmlq_requantizer requantizer;
-    dmlq_gemm_epilogue epilogue;
-    ptrdiff_t cg, mg, cq;               /* channels and output channels per group; groups of 4 channels */
-    ptrdiff_t taps, k_groups, lda;      /* k groups: taps * cq; A' rows lda bytes apart */
-    ptrdiff_t sh, sw, hq, wq, plane;    /* strides, one phase plane's rows, columns and dwords */
-    ptrdiff_t positions, panels, m_panels;
-    const dmlq_conv_filter *filter;     /* A' of every group: [G][m_panels * MR][lda], its row sums */
-    uint32_t *planes;                   /* [image][G * cq][sh * sw][plane] */
+    const dmlq_conv_filter *filter;
+    conv_output out;
+    ptrdiff_t cg, mg, cq, taps, k_groups, m_panels;
+    ptrdiff_t sh, sw, hq, wq, plane, phases, q_stride, group_dwords, image_dwords; /* planes, in dwords */
+    ptrdiff_t tiles;           /* per image and group */
+    ptrdiff_t *tap_offsets;    /* [taps]: each tap's dword from the virtual position, in a group's planes */
+    uint8_t *phase_used;       /* [phases]: planes that some tap reads */
+    uint32_t x_flip;
+    ptrdiff_t y_col, y_size;   /* the output positions' step and the element's size */
+    uint32_t *planes;
+    int per_thread;            /* each thread an image and its own planes */
     ptrdiff_t first_image, images, next;
-    uint32_t x_flip;                    /* 0x80 per byte for uint8 x */
 } implicit_job;
 
 static ptrdiff_t round_up(ptrdiff_t value, ptrdiff_t step) { return (value + step - 1) / step * step; }
 
+static ptrdiff_t smaller(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
+
 /* ---- the input as phase planes of dwords ------------------------------------------------------- */
 
-/* The B' dword of padding for group of channels cq_local: the zero point's B' for real channels. */
-static uint32_t pad_dword(const implicit_job *job, ptrdiff_t cq_local) {
+/* The dword of padding for group of channels q: x_zp' for real channels. */
+static uint32_t pad_dword(const implicit_job *job, ptrdiff_t q) {
     uint32_t dword = 0;
-    const uint8_t zero = (uint8_t)((uint8_t)job->p->x_zero_point ^ (uint8_t)job->x_flip);
     for (int j = 0; j < 4; j++)
-        if (4 * cq_local + j < job->cg) dword |= (uint32_t)zero << (8 * j);
+        if (4 * q + j < job->cg) dword |= (uint32_t)job->out.x_zero << (8 * j);
     return dword;
 }
 
 DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
 
 /* Dwords of 4 channel rows (fewer: zero bytes) at columns first, first + step, ... (count of them),
- * B' bytes (xor flip), into out. */
+ * the bytes xor flip, into out. */
 static void interleave_channels(uint32_t *out, const uint8_t *const *rows, int channels, ptrdiff_t first,
                                 ptrdiff_t step, ptrdiff_t count, uint32_t flip) {
     ptrdiff_t c = 0;
-    if (channels == 4 && step <= 2) {
-        const __m512i gather = step == 1 ? _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-                                         : _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-        const __m512i flips = _mm512_set1_epi32((int)flip);
-        for (; c + LANES + (step - 1) <= count; c += LANES) { /* step 2 reads one byte past its last */
+    const __m512i flips = _mm512_set1_epi32((int)flip);
+    for (; channels == 4 && step == 1 && c < count; c += 4 * LANES) {
+        /* bytes of rows 0 1 and 2 3 interleaved, then their words: 128-bit lane L of d[i] holds the
+         * dwords of columns 16 L + 4 i .. 16 L + 4 i + 3, put in order by a 4 x 4 transpose of lanes;
+         * the last columns by masked loads and stores */
+        const ptrdiff_t left = count - c;
+        const __mmask64 bytes = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
+        __m512i r[4];
+        for (int j = 0; j < 4; j++) r[j] = _mm512_maskz_loadu_epi8(bytes, rows[j] + first + c);
+        const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
+        const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
+        const __m512i d0 = _mm512_unpacklo_epi16(low01, low23), d1 = _mm512_unpackhi_epi16(low01, low23);
+        const __m512i d2 = _mm512_unpacklo_epi16(high01, high23), d3 = _mm512_unpackhi_epi16(high01, high23);
+        const __m512i t0 = _mm512_shuffle_i64x2(d0, d1, 0x44), t1 = _mm512_shuffle_i64x2(d2, d3, 0x44);
+        const __m512i t2 = _mm512_shuffle_i64x2(d0, d1, 0xee), t3 = _mm512_shuffle_i64x2(d2, d3, 0xee);
+        const __m512i dwords[4] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
+                                   _mm512_shuffle_i64x2(t2, t3, 0x88), _mm512_shuffle_i64x2(t2, t3, 0xdd)};
+        for (int j = 0; j < 4 && LANES * j < left; j++) {
+            const __mmask16 lanes = left >= LANES * (j + 1) ? (__mmask16)0xffff : (__mmask16)((1u << (left - LANES * j)) - 1);
+            _mm512_mask_storeu_epi32(out + c + LANES * j, lanes, flip ? _mm512_xor_si512(dwords[j], flips) : dwords[j]);
+        }
+    }
+    if (channels == 4 && step == 2) {
+        const __m512i gather = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        for (; c + LANES + 1 <= count; c += LANES) { /* reads one byte past its last */
             __m512i dwords = _mm512_setzero_si512();
             for (int j = 0; j < 4; j++) { /* bytes of channel j, widened to dwords, shifted into byte j */
                 const uint8_t *at = rows[j] + first + c * step;
-                const __m512i bytes = step == 1 ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)at))
-                                                : _mm512_permutexvar_epi32(gather, _mm512_cvtepu8_epi32(
-                                                      _mm_loadu_si128((const __m128i *)at)));
-                const __m512i high = step == 1 ? bytes
-                                               : _mm512_permutexvar_epi32(gather, _mm512_cvtepu8_epi32(
-                                                     _mm_loadu_si128((const __m128i *)(at + 16))));
-                const __m512i values = step == 1 ? bytes : _mm512_mask_blend_epi32(0xff00, bytes, high);
-                dwords = _mm512_or_si512(dwords, _mm512_slli_epi32(values, 8 * j));
+                const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)at));
+                const __m512i high = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(at + 16)));
+                dwords = _mm512_or_si512(dwords, _mm512_slli_epi32(_mm512_permutex2var_epi32(low, gather, high), 8 * j));
             }
             _mm512_storeu_si512((void *)(out + c), _mm512_xor_si512(dwords, flips));
         }
@@ -83,236 +110,287 @@ static void interleave_channels(uint32_t *out, const uint8_t *const *rows, int c
     }
 }
 
-/* One group of 4 channels of one image: its sh * sw phase planes. */
-static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, ptrdiff_t cq_local) {
+DMLQ_END_TARGET
+
+/* One group of 4 channels (q, of group g) of one image: its phase planes that some tap reads, at
+ * `planes` (the group of channels' own). */
+static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, ptrdiff_t q, uint32_t *planes) {
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t c0 = g * job->cg + 4 * cq_local;
-    const int channels = (int)(job->cg - 4 * cq_local < 4 ? job->cg - 4 * cq_local : 4);
-    const uint32_t pad = pad_dword(job, cq_local);
-    const ptrdiff_t x_col = p->x_strides[4];
-    uint32_t *planes = job->planes + ((image - job->first_image) * p->groups * job->cq + g * job->cq + cq_local) *
-                                         job->sh * job->sw * job->plane;
+    const ptrdiff_t c0 = g * job->cg + 4 * q, x_col = p->x_strides[4];
+    const int channels = (int)smaller(job->cg - 4 * q, 4);
+    const uint32_t pad = pad_dword(job, q), flip = job->x_flip & (0xffffffffu >> (32 - 8 * channels));
     const char *x = p->x + image * p->x_strides[0];
-    for (ptrdiff_t fh = 0; fh < job->sh; fh++)
+    for (ptrdiff_t phase = 0; phase < job->phases; phase++) {
+        if (!job->phase_used[phase]) continue;
+        const ptrdiff_t fh = phase / job->sw, fw = phase % job->sw;
+        uint32_t *plane = planes + phase * job->plane;
+        /* plane column v reads input column v * sw + fw - start: inside for v in [lo, hi) */
+        const ptrdiff_t first = p->start[2] - fw, last = p->in[2] - 1 + p->start[2] - fw;
+        const ptrdiff_t hi = smaller(last < 0 ? 0 : last / job->sw + 1, job->wq);
+        const ptrdiff_t lo = smaller(first <= 0 ? 0 : (first + job->sw - 1) / job->sw, hi);
         for (ptrdiff_t r = 0; r < job->hq; r++) {
             const ptrdiff_t i1 = r * job->sh + fh - p->start[1];
+            uint32_t *out = plane + r * job->wq;
+            const int inside = i1 >= 0 && i1 < p->in[1] && hi > lo;
             const uint8_t *rows[4];
-            for (int j = 0; j < channels; j++) rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + i1 * p->x_strides[3];
-            for (ptrdiff_t fw = 0; fw < job->sw; fw++) {
-                uint32_t *out = planes + (fh * job->sw + fw) * job->plane + r * job->wq;
-                /* plane column v reads input column v * sw + fw - start: inside for v in [lo, hi) */
-                const ptrdiff_t first = p->start[2] - fw, last = p->in[2] - 1 + p->start[2] - fw;
-                ptrdiff_t lo = first <= 0 ? 0 : (first + job->sw - 1) / job->sw;
-                ptrdiff_t hi = last < 0 ? 0 : last / job->sw + 1;
-                hi = hi < job->wq ? hi : job->wq;
-                lo = lo < hi ? lo : hi;
-                if (i1 < 0 || i1 >= p->in[1]) lo = hi = 0;
-                for (ptrdiff_t v = 0; v < lo; v++) out[v] = pad;
-                if (hi > lo && x_col == 1)
-                    interleave_channels(out + lo, rows, channels, lo * job->sw + fw - p->start[2], job->sw, hi - lo,
-                                        job->x_flip);
-                else
-                    for (ptrdiff_t v = lo; v < hi; v++) {
-                        uint32_t dword = 0;
-                        for (int j = 0; j < channels; j++)
-                            dword |= (uint32_t)rows[j][(v * job->sw + fw - p->start[2]) * x_col] << (8 * j);
-                        out[v] = dword ^ (job->x_flip & (0xffffffffu >> (32 - 8 * channels)));
-                    }
-                for (ptrdiff_t v = hi; v < job->wq; v++) out[v] = pad;
+            for (int j = 0; j < channels; j++)
+                rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + i1 * p->x_strides[3];
+            for (ptrdiff_t v = 0; v < (inside ? lo : job->wq); v++) out[v] = pad;
+            if (!inside) continue;
+            const ptrdiff_t column = lo * job->sw + fw - p->start[2];
+            if (x_col == 1) {
+                interleave_channels(out + lo, rows, channels, column, job->sw, hi - lo, flip);
+            } else {
+                for (ptrdiff_t v = lo; v < hi; v++) {
+                    uint32_t dword = 0;
+                    for (int j = 0; j < channels; j++)
+                        dword |= (uint32_t)rows[j][(column + (v - lo) * job->sw) * x_col] << (8 * j);
+                    out[v] = dword ^ flip;
+                }
+            }
+            for (ptrdiff_t v = hi; v < job->wq; v++) out[v] = pad;
+        }
+        memset(plane + job->hq * job->wq, 0, sizeof(uint32_t) * (size_t)(job->plane - job->hq * job->wq));
+    }
+}
+
+/* ---- tiles ----------------------------------------------------------------------------------- */
+
+/* The output rows that tile lanes [0, NR) from virtual position v0 on fall in: at most NR + 1. */
+static int tile_segments(const implicit_job *job, ptrdiff_t v0, segment *segments) {
+    const ptrdiff_t wq = job->wq, width = job->p->out[2], height = job->p->out[1];
+    int count = 0;
+    for (ptrdiff_t row = v0 / wq; row < height && row * wq < v0 + NR; row++) {
+        const ptrdiff_t a = row * wq - v0 > 0 ? row * wq - v0 : 0, b = smaller(row * wq + width - v0, NR);
+        if (b <= a) continue;
+        segments[count].mask = ((1ull << (b - a)) - 1) << a;
+        segments[count].first = row * width + v0 - row * wq;
+        count++;
+    }
+    return count;
+}
+
+/* Output position `position` of a channel's row (its address; no element is accessed through it
+ * unless the position is real). */
+static char *position_at(const implicit_job *job, char *channel, ptrdiff_t position) {
+    return (char *)((uintptr_t)channel + (uintptr_t)(position * job->y_col));
+}
+
+DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
+
+/* sum x' over the tile's windows (for the filters whose w_zp' is not 0). */
+static void window_sums(const implicit_job *job, const uint32_t *planes, __m512i *sums) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int j = 0; j < VECTORS; j++) sums[j] = _mm512_setzero_si512();
+    for (ptrdiff_t t = 0; t < job->taps; t++) {
+        const uint32_t *b = planes + job->tap_offsets[t];
+        for (ptrdiff_t q = 0; q < job->cq; q++, b += job->q_stride)
+            for (int j = 0; j < VECTORS; j++)
+                sums[j] = conv_dpbusd_vector(sums[j], _mm512_loadu_si512((const void *)(b + LANES * j)), ones);
+    }
+}
+
+static void store_bytes(const implicit_job *job, char *channel, __m512i bytes, const segment *segments, int count) {
+    for (int s = 0; s < count; s++) {
+        char *at = position_at(job, channel, segments[s].first);
+        if (job->y_col == 1) {
+            _mm512_mask_storeu_epi8(at, segments[s].mask, bytes);
+            continue;
+        }
+        _Alignas(64) uint8_t values[64];
+        _mm512_store_si512((void *)values, bytes);
+        for (uint64_t lanes = segments[s].mask; lanes; lanes &= lanes - 1) {
+            const int lane = __builtin_ctzll(lanes);
+            at[lane * job->y_col] = (char)values[lane];
+        }
+    }
+}
+
+static void store_int32(const implicit_job *job, char *channel, const __m512i *sums, const segment *segments,
+                        int count) {
+    for (int s = 0; s < count; s++)
+        for (int j = 0; j < VECTORS; j++) {
+            const __mmask16 lanes = (__mmask16)(segments[s].mask >> (LANES * j));
+            char *at = position_at(job, channel, segments[s].first + LANES * j);
+            if (!lanes) continue;
+            if (job->y_col == sizeof(int32_t)) {
+                _mm512_mask_storeu_epi32(at, lanes, sums[j]);
+                continue;
+            }
+            _Alignas(64) int32_t values[LANES];
+            _mm512_store_si512((void *)values, sums[j]);
+            for (unsigned left = lanes; left; left &= left - 1) {
+                const int lane = __builtin_ctz(left);
+                memcpy(at + lane * job->y_col, &values[lane], sizeof(int32_t));
             }
         }
 }
 
-/* ---- B panels -------------------------------------------------------------------------------- */
-
-/* Panel j of group g of one image: for each tap and group of 4 channels, NR positions' dwords; and the
- * panel's column sums (of its signed bytes, by vpdpbusd against ones while each vector is at hand). */
-static void fill_panel(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, ptrdiff_t j, uint32_t *panel,
-                       int32_t *sums) {
-    const dmlq_conv_problem *p = job->p;
-    const int nr = job->kernels->nr;
-    const ptrdiff_t width = p->out[2], phase_plane = job->plane;
-    const uint32_t *planes = job->planes + ((image - job->first_image) * p->groups + g) * job->cq * job->sh * job->sw *
-                                               phase_plane;
-    const ptrdiff_t group_stride = job->sh * job->sw * phase_plane;
-    for (int v = 0; v < nr / LANES; v++) {
-        int32_t index[LANES];
-        ptrdiff_t base = 0;
-        int identity = 1, near = 1;
-        for (int l = 0; l < LANES; l++) {
-            ptrdiff_t n = j * nr + v * LANES + l;
-            n = n < job->positions ? n : job->positions - 1;
-            const ptrdiff_t at = n / width * job->wq + n % width;
-            if (l == 0) base = at;
-            index[l] = (int32_t)(at - base);
-            identity &= index[l] == l;
-            near &= index[l] < 2 * LANES;
+/* The rows [m0, m0 + rows) of a tile's sums (dots: MR rows of NR, constants included) as the output. */
+static void store_tile(const implicit_job *job, ptrdiff_t m0, ptrdiff_t rows, const int32_t *dots,
+                       const __m512i *window, const segment *segments, int count, uint64_t valid, char *y) {
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const ptrdiff_t m = m0 + r;
+        const __m512i w_zero = _mm512_set1_epi32(job->out.channels[m].w_zero);
+        __m512i sums[VECTORS];
+        for (int j = 0; j < VECTORS; j++) {
+            sums[j] = _mm512_load_si512((const void *)(dots + r * NR + LANES * j));
+            if (job->out.channels[m].w_zero) sums[j] = _mm512_sub_epi32(sums[j], _mm512_mullo_epi32(w_zero, window[j]));
         }
-        const __m512i permute = _mm512_loadu_si512((const void *)index), ones = _mm512_set1_epi8(1);
-        __m512i sum = _mm512_setzero_si512();
+        char *channel = y + m * job->p->y_strides[1];
+        if (job->out.requantized)
+            store_bytes(job, channel, conv_requantize(&job->out, m, sums, VECTORS, valid), segments, count);
+        else
+            store_int32(job, channel, sums, segments, count);
+    }
+}
+
+/* Tile `tile` of group g of an image (its planes of group g at `planes`, its output at y): every
+ * panel of MR output channels. */
+static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdiff_t g, ptrdiff_t tile, char *y) {
+    const ptrdiff_t v0 = tile * NR, k_groups = job->k_groups, q_stride = job->q_stride, cq = job->cq;
+    segment segments[NR + 1];
+    const int count = tile_segments(job, v0, segments);
+    uint64_t valid = 0;
+    for (int s = 0; s < count; s++) valid |= segments[s].mask;
+    __m512i window[VECTORS];
+    if (job->out.any_w_zero) window_sums(job, planes + v0, window);
+    _Alignas(64) int32_t dots[MR * NR];
+    for (ptrdiff_t mp = 0; mp < job->m_panels; mp++) {
+        const ptrdiff_t m0 = g * job->mg + mp * MR, rows = smaller(job->mg - mp * MR, MR);
+        __m512i acc[MR][VECTORS];
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < VECTORS; j++)
+                acc[r][j] = _mm512_set1_epi32(r < rows ? job->out.channels[m0 + r].constant : 0);
+        const int32_t *w = job->filter->a + (g * job->m_panels + mp) * k_groups * MR;
         for (ptrdiff_t t = 0; t < job->taps; t++) {
-            const ptrdiff_t k1 = t / p->kernel[2], k2 = t % p->kernel[2];
-            const ptrdiff_t rows = k1 * p->dilation[1], columns = k2 * p->dilation[2];
-            const ptrdiff_t phase = rows % job->sh * job->sw + columns % job->sw;
-            const uint32_t *source = planes + phase * phase_plane + rows / job->sh * job->wq + columns / job->sw + base;
-            uint32_t *out = panel + (t * job->cq * nr + v * LANES);
-            for (ptrdiff_t q = 0; q < job->cq; q++, source += group_stride, out += nr) {
-                __m512i dwords;
-                if (identity) {
-                    dwords = _mm512_loadu_si512((const void *)source);
-                } else if (near) {
-                    const __m512i low = _mm512_loadu_si512((const void *)source);
-                    const __m512i high = _mm512_loadu_si512((const void *)(source + LANES));
-                    dwords = _mm512_permutex2var_epi32(low, permute, high);
-                } else {
-                    for (int l = 0; l < LANES; l++) out[l] = source[index[l]];
-                    dwords = _mm512_load_si512((const void *)out);
+            const uint32_t *b = planes + v0 + job->tap_offsets[t];
+            for (ptrdiff_t q = 0; q < cq; q++, b += q_stride, w += MR) {
+                const __m512i x0 = _mm512_loadu_si512((const void *)b);
+                const __m512i x1 = _mm512_loadu_si512((const void *)(b + LANES));
+                const __m512i x2 = _mm512_loadu_si512((const void *)(b + 2 * LANES));
+                for (int r = 0; r < MR; r++) {
+                    const __m512i wr = _mm512_set1_epi32(w[r]);
+                    acc[r][0] = conv_dpbusd_vector(acc[r][0], x0, wr);
+                    acc[r][1] = conv_dpbusd_vector(acc[r][1], x1, wr);
+                    acc[r][2] = conv_dpbusd_vector(acc[r][2], x2, wr);
                 }
-                _mm512_store_si512((void *)out, dwords);
-                sum = _mm512_dpbusd_epi32(sum, ones, dwords);
             }
         }
-        _mm512_storeu_si512((void *)(sums + v * LANES), sum);
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(dots + r * NR + LANES * j), acc[r][j]);
+        store_tile(job, m0, rows, dots, window, segments, count, valid, y);
     }
 }
 
 DMLQ_END_TARGET
 
-/* ---- the multiply ----------------------------------------------------------------------------- */
+/* ---- the work on threads ------------------------------------------------------------------------ */
 
-static void compute_panel(const implicit_job *job, ptrdiff_t unit, uint32_t *panel) {
+static uint32_t *image_planes(const implicit_job *job, ptrdiff_t image) {
+    return job->planes + (image - job->first_image) * job->image_dwords;
+}
+
+static char *image_output(const implicit_job *job, ptrdiff_t image) {
+    return job->p->y + image * job->p->y_strides[0];
+}
+
+/* Each thread: whole images, into planes of its own. */
+static void images_task(void *context, int thread, int threads) {
+    (void)threads;
+    implicit_job *job = context;
     const dmlq_conv_problem *p = job->p;
-    const gemm_kernels *kernels = job->kernels;
-    const int mr = kernels->mr, nr = kernels->nr;
-    const ptrdiff_t j = unit % job->panels, g = unit / job->panels % p->groups;
-    const ptrdiff_t image = job->first_image + unit / (job->panels * p->groups);
-    int32_t sums[GEMM_NR * 2];
-    fill_panel(job, image, g, j, panel, sums);
-    const ptrdiff_t n0 = j * nr, columns = job->positions - n0 < nr ? job->positions - n0 : nr;
-    ptrdiff_t y_col; /* the output positions' step (out's spatial dimensions are one run: py_family.c) */
-    dmlq_one_run(p->out, p->y_strides + 2, DMLQ_CONV_DIMS, &y_col);
-    _Alignas(64) int32_t dots[GEMM_MAX_TILE];
-    for (ptrdiff_t mp = 0; mp < job->m_panels; mp++) {
-        const ptrdiff_t local = mp * mr, m0 = g * job->mg + local;
-        const ptrdiff_t rows = job->mg - local < mr ? job->mg - local : mr;
-        const uint8_t *a = job->filter->a + (g * job->m_panels + mp) * mr * job->lda;
-        kernels->dot(a, job->lda, (const int8_t *)panel, job->k_groups, (int)rows, dots);
-        const gemm_tile tile = {m0, 0, rows, columns, nr,
-                                p->y + image * p->y_strides[0] + m0 * p->y_strides[1] + n0 * y_col,
-                                p->y_strides[1], y_col, job->filter->row_sums, sums, 0};
-        if (job->epilogue.kind == DMLQ_EPILOGUE_INT32) {
-            dmlq_gemm_epilogue_tile(dots, &tile, &job->requantizer.q, job->requantizer.requantize);
-            continue;
-        }
-        for (ptrdiff_t i = 0; p->bias && i < rows; i++) { /* fits in int32: dmlq_conv_implicit_fits */
-            const int32_t bias = p->bias[m0 + i];
-            for (int n = 0; n < nr; n++) dots[i * nr + n] += bias;
-        }
-        job->requantizer.requantize(dots, &tile, &job->requantizer.q);
+    uint32_t *planes = job->planes + thread * job->image_dwords;
+    for (ptrdiff_t image = dmlq_claim(&job->next); image < p->batches; image = dmlq_claim(&job->next)) {
+        for (ptrdiff_t g = 0; g < p->groups; g++)
+            for (ptrdiff_t q = 0; q < job->cq; q++)
+                fill_planes(job, image, g, q, planes + g * job->group_dwords + q * job->q_stride);
+        for (ptrdiff_t g = 0; g < p->groups; g++)
+            for (ptrdiff_t tile = 0; tile < job->tiles; tile++)
+                compute_tile(job, planes + g * job->group_dwords, g, tile, image_output(job, image));
     }
 }
 
+/* The threads together: the planes of a few images, then their tiles. */
 static void planes_task(void *context, int thread, int threads) {
     (void)thread, (void)threads;
     implicit_job *job = context;
     const ptrdiff_t per_image = job->p->groups * job->cq, units = job->images * per_image;
-    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next))
-        fill_planes(job, job->first_image + unit / per_image, unit % per_image / job->cq, unit % job->cq);
+    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
+        const ptrdiff_t image = job->first_image + unit / per_image, g = unit % per_image / job->cq, q = unit % job->cq;
+        fill_planes(job, image, g, q, image_planes(job, image) + g * job->group_dwords + q * job->q_stride);
+    }
 }
 
-static void panels_task(void *context, int thread, int threads) {
+static void tiles_task(void *context, int thread, int threads) {
     (void)thread, (void)threads;
     implicit_job *job = context;
-    const ptrdiff_t units = job->images * job->p->groups * job->panels;
-    const size_t bytes = (size_t)(job->k_groups * job->kernels->nr * 4);
-    uint32_t *panel = malloc(bytes + 64);
-    if (!panel) return; /* another thread does the work; the caller checks that it was done */
-    uint32_t *aligned = (uint32_t *)(((uintptr_t)panel + 63) / 64 * 64);
-    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next))
-        compute_panel(job, unit, aligned);
-    free(panel);
+    const ptrdiff_t per_image = job->p->groups * job->tiles, units = job->images * per_image;
+    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
+        const ptrdiff_t image = job->first_image + unit / per_image, g = unit % per_image / job->tiles;
+        compute_tile(job, image_planes(job, image) + g * job->group_dwords, g, unit % job->tiles,
+                     image_output(job, image));
+    }
 }
 
-static void pack_rows(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
-    const int mr = ((const gemm_kernels *)f->kernels)->mr;
+/* ---- the filter -------------------------------------------------------------------------------- */
+
+/* Group g's output channels in panels of MR (zero rows beyond), per group of 4 k (tap-major) the
+ * panel's dwords of w' (zero bytes beyond the group's channels); and each channel's sum of w'. */
+static void pack_panels(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
     const ptrdiff_t taps = f->kernel[0] * f->kernel[1] * f->kernel[2], mg = f->out_channels / f->groups;
-    const ptrdiff_t step = p->w_strides[4], tap_bytes = f->lda / taps;
-    const uint8_t flip = f->w_signed ? 0x80 : 0;
-    memset(f->a, 0, (size_t)(f->groups * f->m_panels * mr * f->lda));
+    const ptrdiff_t cq = (f->channels + 3) / 4, step = p->w_strides[4];
+    uint8_t *a = (uint8_t *)f->a;
+    memset(a, 0, sizeof(int32_t) * (size_t)(f->groups * f->m_panels * f->k_groups * MR));
     for (ptrdiff_t m = 0; m < f->out_channels; m++) {
-        uint8_t *row = f->a + (m / mg * f->m_panels * mr + m % mg) * f->lda;
+        const ptrdiff_t g = m / mg, mp = m % mg / MR, r = m % mg % MR;
         const uint8_t *filter = (const uint8_t *)p->w + m * p->w_strides[0];
         int32_t sum = 0;
-        for (ptrdiff_t c = 0; c < f->channels; c++, filter += taps * step)
+        for (ptrdiff_t c = 0; c < f->channels; c++)
             for (ptrdiff_t t = 0; t < taps; t++) {
-                const uint8_t value = filter[t * step] ^ flip;
-                row[t * tap_bytes + c] = value;
+                const int8_t value = conv_w_prime(p, filter[(c * taps + t) * step]);
+                a[(((g * f->m_panels + mp) * f->k_groups + t * cq + c / 4) * MR + r) * 4 + c % 4] = (uint8_t)value;
                 sum += value;
             }
-        f->row_sums[m] = sum;
+        f->weight_sums[m] = sum;
     }
 }
 
 int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
     memset(f, 0, sizeof *f);
     if (dmlq_level() != DMLQ_LEVEL_VNNI || p->channels == p->groups) return 1; /* no implicit multiply */
-    const gemm_kernels *kernels = &dmlq_gemm_vnni;
-    f->kernels = kernels;
+    f->level = DMLQ_LEVEL_VNNI;
     f->out_channels = p->out_channels, f->channels = p->channels / p->groups, f->groups = p->groups;
     for (int d = 0; d < DMLQ_CONV_DIMS; d++) f->kernel[d] = p->kernel[d];
     f->w_signed = p->w_signed;
-    f->m_panels = (p->out_channels / p->groups + kernels->mr - 1) / kernels->mr;
-    f->lda = f->kernel[0] * f->kernel[1] * f->kernel[2] * ((f->channels + 3) / 4) * 4;
-    f->a = malloc((size_t)(f->groups * f->m_panels * kernels->mr * f->lda) + 1);
-    f->row_sums = malloc(sizeof(int32_t) * (size_t)(f->out_channels ? f->out_channels : 1));
-    if (!f->a || !f->row_sums) {
+    f->m_panels = (p->out_channels / p->groups + MR - 1) / MR;
+    f->k_groups = f->kernel[0] * f->kernel[1] * f->kernel[2] * ((f->channels + 3) / 4);
+    f->a = malloc(sizeof(int32_t) * (size_t)(f->groups * f->m_panels * f->k_groups * MR) + 1);
+    f->weight_sums = malloc(sizeof(int32_t) * (size_t)(f->out_channels ? f->out_channels : 1));
+    if (!f->a || !f->weight_sums) {
         dmlq_conv_free_filter(f);
         return -1;
     }
-    pack_rows(f, p);
+    pack_panels(f, p);
     return 0;
 }
 
 void dmlq_conv_free_filter(dmlq_conv_filter *f) {
     free(f->a);
-    free(f->row_sums);
+    free(f->weight_sums);
     f->a = NULL;
-    f->row_sums = NULL;
+    f->weight_sums = NULL;
 }
 
-/* Whether a filter packed beforehand is the one this problem's kernels and shapes want. */
+/* Whether a filter packed beforehand is the one this problem's kernel and shapes want. */
 static int packed_fits(const dmlq_conv_filter *f, const dmlq_conv_problem *p) {
-    int fits = f && f->a && f->kernels == &dmlq_gemm_vnni && f->out_channels == p->out_channels &&
+    int fits = f && f->a && f->level == DMLQ_LEVEL_VNNI && f->out_channels == p->out_channels &&
                f->channels * p->groups == p->channels && f->groups == p->groups && f->w_signed == p->w_signed;
     for (int d = 0; d < DMLQ_CONV_DIMS; d++) fits &= f && f->kernel[d] == p->kernel[d];
     return fits;
 }
 
-/* The requantization's (or the int32 output's) vectors, by the level's kernels. */
-static int prepare_output(implicit_job *job) {
-    const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t m = p->out_channels, columns = 2 * GEMM_NR;
-    float *floats = malloc(sizeof(float) * (size_t)(3 * m + columns));
-    int32_t *zeros = malloc(sizeof(int32_t) * (size_t)columns);
-    int status = floats && zeros ? 0 : -1;
-    if (!status) {
-        float *ones = floats, *y_scale = floats + m, *y_zero = floats + 2 * m, *x_scale = floats + 3 * m;
-        for (ptrdiff_t i = 0; i < m; i++) ones[i] = 1.0f, y_scale[i] = p->y_scale, y_zero[i] = p->y_zero_point;
-        for (ptrdiff_t i = 0; i < columns; i++) x_scale[i] = p->x_scale, zeros[i] = p->x_zero_point;
-        const int requantized = p->y_type != DMLQ_I32;
-        const dmlq_gemm_problem problem = {.m = m, .n = columns, .k = job->cg * job->taps,
-                                           .a_scale = requantized ? p->w_scale : ones, .b_scale = x_scale,
-                                           .out_scale = y_scale, .a_zero_point = p->w_zero_point, .b_zero_point = zeros,
-                                           .out_zero_point = y_zero, .a_signed = p->w_signed, .b_signed = p->x_signed,
-                                           .out_signed = p->y_type == DMLQ_I8, .reciprocal = p->reciprocal,
-                                           .epilogue = &job->epilogue};
-        status = dmlq_requantizer_init(&job->requantizer, &problem);
-    }
-    free(floats);
-    free(zeros);
-    job->requantizer.q.epilogue = job->epilogue.kind == DMLQ_EPILOGUE_INT32 ? &job->epilogue : NULL;
-    return status;
-}
+/* ---- the convolution --------------------------------------------------------------------------- */
 
 static int64_t largest_bias(const dmlq_conv_problem *p) {
     int64_t largest = 0;
@@ -324,49 +402,81 @@ static int64_t largest_bias(const dmlq_conv_problem *p) {
 }
 
 int dmlq_conv_implicit_fits(const dmlq_conv_problem *p) {
-    const gemm_kernels *kernels = &dmlq_gemm_vnni;
     const int two_d = p->in[0] == 1 && p->kernel[0] == 1 && p->out[0] == 1;
-    const int layout = !kernels->b_pair_layout && kernels->group_multiple == 1 && kernels->nr % LANES == 0 &&
-                       kernels->nr <= 2 * GEMM_NR && !kernels->pack_a;
     const ptrdiff_t k = p->channels / p->groups * p->kernel[1] * p->kernel[2];
-    return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && layout && (double)k * 65025.0 + (double)largest_bias(p) <= INT32_MAX &&
-           p->channels != p->groups;
+    const int exact = p->y_type == DMLQ_I32 || (double)k * 65025.0 + (double)largest_bias(p) <= INT32_MAX;
+    return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && exact && p->channels != p->groups;
+}
+
+/* The planes' and tiles' geometry; the taps' offsets and the phases they read (tap_offsets and
+ * phase_used allocated by the caller). */
+static void plan(implicit_job *job) {
+    const dmlq_conv_problem *p = job->p;
+    job->cg = p->channels / p->groups, job->mg = p->out_channels / p->groups, job->cq = (job->cg + 3) / 4;
+    job->taps = p->kernel[1] * p->kernel[2], job->k_groups = job->taps * job->cq;
+    job->m_panels = (job->mg + MR - 1) / MR;
+    job->sh = p->stride[1], job->sw = p->stride[2], job->phases = job->sh * job->sw;
+    job->hq = round_up((p->out[1] - 1) * job->sh + (p->kernel[1] - 1) * p->dilation[1] + 1, job->sh) / job->sh;
+    job->wq = round_up((p->out[2] - 1) * job->sw + (p->kernel[2] - 1) * p->dilation[2] + 1, job->sw) / job->sw;
+    job->plane = round_up(job->hq * job->wq + NR, LANES); /* the last tile reads up to NR past the rows */
+    job->q_stride = job->phases * job->plane, job->group_dwords = job->cq * job->q_stride;
+    job->image_dwords = p->groups * job->group_dwords;
+    job->tiles = ((p->out[1] - 1) * job->wq + p->out[2] + NR - 1) / NR;
+    job->x_flip = p->x_signed ? 0x80808080u : 0;
+    dmlq_one_run(p->out, p->y_strides + 2, DMLQ_CONV_DIMS, &job->y_col);
+    job->y_size = p->y_type == DMLQ_I32 ? 4 : 1;
+    for (ptrdiff_t t = 0; t < job->taps; t++) {
+        const ptrdiff_t rows = t / p->kernel[2] * p->dilation[1], columns = t % p->kernel[2] * p->dilation[2];
+        const ptrdiff_t phase = rows % job->sh * job->sw + columns % job->sw;
+        job->tap_offsets[t] = phase * job->plane + rows / job->sh * job->wq + columns / job->sw;
+        job->phase_used[phase] = 1;
+    }
+    if (job->y_col == 0) job->y_col = job->y_size; /* one position: any step */
+}
+
+/* Each thread its own images, or all of them a chunk of images (`chunk` images' planes) at a time. */
+static void run(implicit_job *job, ptrdiff_t chunk, int threads) {
+    const dmlq_conv_problem *p = job->p;
+    if (job->per_thread) {
+        job->first_image = 0, job->images = p->batches, job->next = 0;
+        dmlq_parallel(images_task, job, threads);
+        return;
+    }
+    for (ptrdiff_t first = 0; first < p->batches; first += chunk) {
+        job->first_image = first;
+        job->images = smaller(p->batches - first, chunk);
+        job->next = 0;
+        dmlq_parallel(planes_task, job, threads);
+        job->next = 0;
+        dmlq_parallel(tiles_task, job, threads);
+    }
 }
 
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
-    implicit_job job = {.p = p, .kernels = &dmlq_gemm_vnni};
-    const int mr = job.kernels->mr, nr = job.kernels->nr;
-    job.cg = p->channels / p->groups, job.mg = p->out_channels / p->groups, job.cq = (job.cg + 3) / 4;
-    job.taps = p->kernel[1] * p->kernel[2], job.k_groups = job.taps * job.cq, job.lda = job.k_groups * 4;
-    job.sh = p->stride[1], job.sw = p->stride[2];
-    job.hq = round_up((p->out[1] - 1) * job.sh + (p->kernel[1] - 1) * p->dilation[1] + 1, job.sh) / job.sh;
-    job.wq = round_up((p->out[2] - 1) * job.sw + (p->kernel[2] - 1) * p->dilation[2] + 1, job.sw) / job.sw;
-    job.plane = job.hq * job.wq + PLANE_SLACK;
-    job.positions = p->out[1] * p->out[2], job.panels = (job.positions + nr - 1) / nr;
-    job.m_panels = (job.mg + mr - 1) / mr;
-    job.x_flip = p->x_signed ? 0 : 0x80808080u;
-    job.epilogue = (dmlq_gemm_epilogue){p->y_type == DMLQ_I32 ? DMLQ_EPILOGUE_INT32 : DMLQ_EPILOGUE_REQUANTIZE,
-                                        p->y_type == DMLQ_I32 ? NULL : p->bias, largest_bias(p)};
-    const ptrdiff_t image_dwords = p->groups * job.cq * job.sh * job.sw * job.plane;
-    const ptrdiff_t chunk = IMPLICIT_BYTES / (4 * image_dwords) > 0 ? IMPLICIT_BYTES / (4 * image_dwords) : 1;
-    const ptrdiff_t images = chunk < p->batches ? chunk : p->batches;
+    implicit_job job = {.p = p};
+    job.tap_offsets = malloc(sizeof(ptrdiff_t) * (size_t)(p->kernel[1] * p->kernel[2]));
+    job.phase_used = calloc((size_t)(p->stride[1] * p->stride[2]), 1);
+    if (!job.tap_offsets || !job.phase_used) {
+        free(job.tap_offsets);
+        free(job.phase_used);
+        return -1;
+    }
+    plan(&job);
+    /* each thread an image while every thread has as many (or enough to even out) */
+    job.per_thread = threads == 1 || (p->batches >= threads && (p->batches % threads == 0 || p->batches >= 4 * threads));
+    const ptrdiff_t chunk = IMPLICIT_BYTES / (4 * job.image_dwords) > 0 ? IMPLICIT_BYTES / (4 * job.image_dwords) : 1;
+    const ptrdiff_t images = job.per_thread ? threads : smaller(chunk, p->batches); /* planes at a time */
     dmlq_conv_filter own = {0};
     job.filter = packed_fits(p->packed, p) ? p->packed : dmlq_conv_pack_filter(&own, p) ? NULL : &own;
-    int kept;
-    job.planes = dmlq_gemm_workspace_take(sizeof(uint32_t) * (size_t)(images * image_dwords), &kept);
-    int status = job.filter && job.planes ? prepare_output(&job) : -1;
-    for (ptrdiff_t first = 0; !status && first < p->batches; first += images) {
-        job.first_image = first;
-        job.images = p->batches - first < images ? p->batches - first : images;
-        job.next = 0;
-        dmlq_parallel(planes_task, &job, threads);
-        job.next = 0;
-        dmlq_parallel(panels_task, &job, threads);
-        if (job.next < job.images * p->groups * job.panels) status = -1; /* no thread found memory */
-    }
-    dmlq_requantizer_free(&job.requantizer);
+    int kept = 0, status = job.filter ? conv_output_init(&job.out, p, job.filter->weight_sums, job.cg * job.taps) : -1;
+    if (!status) job.planes = dmlq_gemm_workspace_take(sizeof(uint32_t) * (size_t)(images * job.image_dwords), &kept);
+    if (!status && !job.planes) status = -1;
+    if (!status) run(&job, chunk, threads);
+    conv_output_free(&job.out);
     dmlq_conv_free_filter(&own);
     if (job.planes) dmlq_gemm_workspace_give(job.planes, kept);
+    free(job.tap_offsets);
+    free(job.phase_used);
     return status;
 }
 

@@ -64,16 +64,16 @@ void dmlq_gemm_workspace_give(void *memory, int kept);
 
 enum { DMLQ_CONV_DIMS = 3 }; /* spatial dimensions, as D, H, W: fewer are given as leading ones */
 
-/* A filter packed for the implicit multiply (conv_implicit.c): A' rows of every group, the taps and
- * channels in (tap, c) order, 4 channels to a group of k (zero beyond Cg), xor 0x80 for int8 w, each
- * group's rows padded to whole panels of the kernel set's MR; and their row sums. */
+/* A filter packed for the implicit multiply (conv_implicit.c): each group's output channels in panels of
+ * 8 (zero rows beyond), per group of 4 k (k = (tap, c), tap-major, channels beyond Cg zero) the panel's
+ * dwords of w' (conv_output.h: w, or w xor 0x80 for uint8 w); and each output channel's sum of w'. */
 typedef struct dmlq_conv_filter {
-    const void *kernels; /* the kernel set it was packed for */
+    int level; /* the level it was packed for */
     ptrdiff_t out_channels, channels, groups, kernel[DMLQ_CONV_DIMS]; /* channels: per group */
     int w_signed;
-    ptrdiff_t m_panels, lda; /* per group; bytes from one row to the next */
-    uint8_t *a;
-    int32_t *row_sums;       /* [out_channels] */
+    ptrdiff_t m_panels, k_groups; /* per group */
+    int32_t *a;
+    int32_t *weight_sums;         /* [out_channels] */
 } dmlq_conv_filter;
 
 /* A forward convolution (cross-correlation) of NC[D]H W tensors, grouped: output channel m of group
@@ -106,8 +106,8 @@ int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, pt
 
 /* 0, or -1 when memory runs out. */
 int dmlq_conv(const dmlq_conv_problem *p, int threads);
-/* The implicit multiply on the VNNI kernel set (conv_implicit.c): whether it takes the problem (2-D,
- * Cg > 1, sums within int32, the VNNI level), and running it (0, or -1 when memory runs out). */
+/* The implicit multiply at the VNNI level (conv_implicit.c): whether it takes the problem (2-D, Cg > 1,
+ * requantized sums within int32), and running it (0, or -1 when memory runs out). */
 int dmlq_conv_implicit_fits(const dmlq_conv_problem *p);
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads);
 /* Packs p's filter (its w, shapes and groups) for the current level's implicit multiply: 0, 1 when the
