@@ -24,12 +24,18 @@
 
 #if DMLQ_X86
 
-enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, IMPLICIT_BYTES = 8 << 20 };
+enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, IMPLICIT_BYTES = 8 << 20, L1_BYTES = 32 << 10 };
 
 typedef struct {
     uint64_t mask;  /* lanes of a tile */
     ptrdiff_t first; /* the output position (o1 * width + o2) of the tile's lane 0 along these lanes */
 } segment;
+
+/* Where phase column fw of the plane rows reads the input: columns [lo, hi) inside, from input
+ * column `column` on. */
+typedef struct {
+    ptrdiff_t lo, hi, column;
+} phase_columns;
 
 typedef struct {
     const dmlq_conv_problem *p;
@@ -38,8 +44,10 @@ typedef struct {
     ptrdiff_t cg, mg, cq, taps, k_groups, m_panels;
     ptrdiff_t sh, sw, hq, wq, plane, phases, q_stride, group_dwords, image_dwords; /* planes, in dwords */
     ptrdiff_t tiles;           /* per image and group */
+    ptrdiff_t chunk_groups;    /* groups of 4 k per pass over a tile's panels */
     ptrdiff_t *tap_offsets;    /* [taps]: each tap's dword from the virtual position, in a group's planes */
     uint8_t *phase_used;       /* [phases]: planes that some tap reads */
+    phase_columns *columns;    /* [sw] */
     uint32_t x_flip;
     ptrdiff_t y_col, y_size;   /* the output positions' step and the element's size */
     uint32_t *planes;
@@ -90,19 +98,6 @@ static void interleave_channels(uint32_t *out, const uint8_t *const *rows, int c
             _mm512_mask_storeu_epi32(out + c + LANES * j, lanes, flip ? _mm512_xor_si512(dwords[j], flips) : dwords[j]);
         }
     }
-    if (channels == 4 && step == 2) {
-        const __m512i gather = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-        for (; c + LANES + 1 <= count; c += LANES) { /* reads one byte past its last */
-            __m512i dwords = _mm512_setzero_si512();
-            for (int j = 0; j < 4; j++) { /* bytes of channel j, widened to dwords, shifted into byte j */
-                const uint8_t *at = rows[j] + first + c * step;
-                const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)at));
-                const __m512i high = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(at + 16)));
-                dwords = _mm512_or_si512(dwords, _mm512_slli_epi32(_mm512_permutex2var_epi32(low, gather, high), 8 * j));
-            }
-            _mm512_storeu_si512((void *)(out + c), _mm512_xor_si512(dwords, flips));
-        }
-    }
     for (; c < count; c++) {
         uint32_t dword = 0;
         for (int j = 0; j < channels; j++) dword |= (uint32_t)rows[j][first + c * step] << (8 * j);
@@ -110,47 +105,105 @@ static void interleave_channels(uint32_t *out, const uint8_t *const *rows, int c
     }
 }
 
+/* Columns first .. first + 2 pairs - 1 of 4 channel rows: the dwords of the even ones (first, first +
+ * 2, ...) into even, of the odd ones into odd, the bytes xor flip (a horizontal stride of 2). */
+static void interleave_pairs(uint32_t *even, uint32_t *odd, const uint8_t *const *rows, ptrdiff_t first,
+                             ptrdiff_t pairs, uint32_t flip) {
+    const __m512i flips = _mm512_set1_epi32((int)flip);
+    const __m512i split = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    const __m512i low_order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i high_order = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (ptrdiff_t c = 0; c < pairs; c += 2 * LANES) {
+        /* per 128-bit lane of 16 columns, the even bytes then the odd ones; interleaved as in
+         * interleave_channels, lane L of a part's low and high dwords holds its pairs 8 L .. 8 L + 3
+         * and 8 L + 4 .. 8 L + 7, put in order by permuting quadwords */
+        const ptrdiff_t left = pairs - c;
+        const __mmask64 bytes = left >= 2 * LANES ? ~(__mmask64)0 : ((__mmask64)1 << (2 * left)) - 1;
+        __m512i r[4];
+        for (int j = 0; j < 4; j++) r[j] = _mm512_shuffle_epi8(_mm512_maskz_loadu_epi8(bytes, rows[j] + first + 2 * c), split);
+        const __m512i parts[2][2] = {{_mm512_unpacklo_epi8(r[0], r[1]), _mm512_unpacklo_epi8(r[2], r[3])},
+                                     {_mm512_unpackhi_epi8(r[0], r[1]), _mm512_unpackhi_epi8(r[2], r[3])}};
+        uint32_t *outs[2] = {even + c, odd + c};
+        for (int part = 0; part < 2; part++) {
+            const __m512i low = _mm512_unpacklo_epi16(parts[part][0], parts[part][1]);
+            const __m512i high = _mm512_unpackhi_epi16(parts[part][0], parts[part][1]);
+            const __m512i dwords[2] = {_mm512_permutex2var_epi64(low, low_order, high),
+                                       _mm512_permutex2var_epi64(low, high_order, high)};
+            for (int j = 0; j < 2 && LANES * j < left; j++) {
+                const __mmask16 lanes = left >= LANES * (j + 1) ? (__mmask16)0xffff : (__mmask16)((1u << (left - LANES * j)) - 1);
+                _mm512_mask_storeu_epi32(outs[part] + LANES * j, lanes, flip ? _mm512_xor_si512(dwords[j], flips) : dwords[j]);
+            }
+        }
+    }
+}
+
 DMLQ_END_TARGET
 
+static phase_columns columns_of(const implicit_job *job, ptrdiff_t fw) { /* job's geometry planned */
+    const dmlq_conv_problem *p = job->p;
+    /* plane column v reads input column v * sw + fw - start: inside for v in [lo, hi) */
+    const ptrdiff_t first = p->start[2] - fw, last = p->in[2] - 1 + p->start[2] - fw;
+    phase_columns c;
+    c.hi = smaller(last < 0 ? 0 : last / job->sw + 1, job->wq);
+    c.lo = smaller(first <= 0 ? 0 : (first + job->sw - 1) / job->sw, c.hi);
+    c.column = c.lo * job->sw + fw - p->start[2];
+    return c;
+}
+
 /* One group of 4 channels (q, of group g) of one image: its phase planes that some tap reads, at
- * `planes` (the group of channels' own). */
+ * `planes` (the group of channels' own). With a horizontal stride of 2 and both phases read, a row's
+ * even and odd columns are split in one pass. */
 static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, ptrdiff_t q, uint32_t *planes) {
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t c0 = g * job->cg + 4 * q, x_col = p->x_strides[4];
+    const ptrdiff_t c0 = g * job->cg + 4 * q, x_col = p->x_strides[4], sw = job->sw;
     const int channels = (int)smaller(job->cg - 4 * q, 4);
     const uint32_t pad = pad_dword(job, q), flip = job->x_flip & (0xffffffffu >> (32 - 8 * channels));
     const char *x = p->x + image * p->x_strides[0];
-    for (ptrdiff_t phase = 0; phase < job->phases; phase++) {
-        if (!job->phase_used[phase]) continue;
-        const ptrdiff_t fh = phase / job->sw, fw = phase % job->sw;
-        uint32_t *plane = planes + phase * job->plane;
-        /* plane column v reads input column v * sw + fw - start: inside for v in [lo, hi) */
-        const ptrdiff_t first = p->start[2] - fw, last = p->in[2] - 1 + p->start[2] - fw;
-        const ptrdiff_t hi = smaller(last < 0 ? 0 : last / job->sw + 1, job->wq);
-        const ptrdiff_t lo = smaller(first <= 0 ? 0 : (first + job->sw - 1) / job->sw, hi);
+    const phase_columns *columns = job->columns;
+    for (ptrdiff_t fh = 0; fh < job->sh; fh++) {
+        const uint8_t *used = job->phase_used + fh * sw;
+        const int paired = sw == 2 && used[0] && used[1] && x_col == 1 && channels == 4 && columns[0].hi > columns[0].lo &&
+                           columns[1].hi > columns[1].lo &&
+                           (columns[0].column - columns[1].column == 1 || columns[1].column - columns[0].column == 1);
+        const int e = paired && columns[1].column < columns[0].column; /* with `paired`, the phase of the even columns */
+        const ptrdiff_t pairs = paired ? smaller(columns[e].hi - columns[e].lo, columns[!e].hi - columns[!e].lo) : 0;
         for (ptrdiff_t r = 0; r < job->hq; r++) {
             const ptrdiff_t i1 = r * job->sh + fh - p->start[1];
-            uint32_t *out = plane + r * job->wq;
-            const int inside = i1 >= 0 && i1 < p->in[1] && hi > lo;
+            const int inside = i1 >= 0 && i1 < p->in[1];
             const uint8_t *rows[4];
             for (int j = 0; j < channels; j++)
                 rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + i1 * p->x_strides[3];
-            for (ptrdiff_t v = 0; v < (inside ? lo : job->wq); v++) out[v] = pad;
-            if (!inside) continue;
-            const ptrdiff_t column = lo * job->sw + fw - p->start[2];
-            if (x_col == 1) {
-                interleave_channels(out + lo, rows, channels, column, job->sw, hi - lo, flip);
-            } else {
-                for (ptrdiff_t v = lo; v < hi; v++) {
+            uint32_t *phase_rows = planes + fh * sw * job->plane + r * job->wq;
+            if (inside && pairs)
+                interleave_pairs(phase_rows + e * job->plane + columns[e].lo, phase_rows + !e * job->plane + columns[!e].lo,
+                                 rows, columns[e].column, pairs, flip);
+            for (ptrdiff_t fw = 0; fw < sw; fw++) {
+                if (!used[fw]) continue;
+                const phase_columns c = columns[fw];
+                uint32_t *out = phase_rows + fw * job->plane;
+                if (!inside || c.hi <= c.lo) {
+                    for (ptrdiff_t v = 0; v < job->wq; v++) out[v] = pad;
+                    continue;
+                }
+                for (ptrdiff_t v = 0; v < c.lo; v++) out[v] = pad;
+                for (ptrdiff_t v = c.hi; v < job->wq; v++) out[v] = pad;
+                const ptrdiff_t from = c.lo + pairs, column = c.column + pairs * sw;
+                if (x_col == 1) {
+                    interleave_channels(out + from, rows, channels, column, sw, c.hi - from, flip);
+                    continue;
+                }
+                for (ptrdiff_t v = from; v < c.hi; v++) {
                     uint32_t dword = 0;
                     for (int j = 0; j < channels; j++)
-                        dword |= (uint32_t)rows[j][(column + (v - lo) * job->sw) * x_col] << (8 * j);
+                        dword |= (uint32_t)rows[j][(column + (v - from) * sw) * x_col] << (8 * j);
                     out[v] = dword ^ flip;
                 }
             }
-            for (ptrdiff_t v = hi; v < job->wq; v++) out[v] = pad;
         }
-        memset(plane + job->hq * job->wq, 0, sizeof(uint32_t) * (size_t)(job->plane - job->hq * job->wq));
+        for (ptrdiff_t fw = 0; fw < sw; fw++) {
+            uint32_t *plane = planes + (fh * sw + fw) * job->plane;
+            if (used[fw]) memset(plane + job->hq * job->wq, 0, sizeof(uint32_t) * (size_t)(job->plane - job->hq * job->wq));
+        }
     }
 }
 
@@ -246,40 +299,50 @@ static void store_tile(const implicit_job *job, ptrdiff_t m0, ptrdiff_t rows, co
 }
 
 /* Tile `tile` of group g of an image (its planes of group g at `planes`, its output at y): every
- * panel of MR output channels. */
-static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdiff_t g, ptrdiff_t tile, char *y) {
-    const ptrdiff_t v0 = tile * NR, k_groups = job->k_groups, q_stride = job->q_stride, cq = job->cq;
+ * panel of MR output channels, K in chunks whose planes' bytes stay in L1 while every panel reads
+ * them, the sums of the chunks before the last kept in `partials` (a tile's of every panel). */
+static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdiff_t g, ptrdiff_t tile, char *y,
+                         int32_t *partials) {
+    const ptrdiff_t v0 = tile * NR, k_groups = job->k_groups;
     segment segments[NR + 1];
     const int count = tile_segments(job, v0, segments);
     uint64_t valid = 0;
     for (int s = 0; s < count; s++) valid |= segments[s].mask;
     __m512i window[VECTORS];
     if (job->out.any_w_zero) window_sums(job, planes + v0, window);
-    _Alignas(64) int32_t dots[MR * NR];
-    for (ptrdiff_t mp = 0; mp < job->m_panels; mp++) {
-        const ptrdiff_t m0 = g * job->mg + mp * MR, rows = smaller(job->mg - mp * MR, MR);
-        __m512i acc[MR][VECTORS];
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < VECTORS; j++)
-                acc[r][j] = _mm512_set1_epi32(r < rows ? job->out.channels[m0 + r].constant : 0);
-        const int32_t *w = job->filter->a + (g * job->m_panels + mp) * k_groups * MR;
-        for (ptrdiff_t t = 0; t < job->taps; t++) {
-            const uint32_t *b = planes + v0 + job->tap_offsets[t];
-            for (ptrdiff_t q = 0; q < cq; q++, b += q_stride, w += MR) {
-                const __m512i x0 = _mm512_loadu_si512((const void *)b);
-                const __m512i x1 = _mm512_loadu_si512((const void *)(b + LANES));
-                const __m512i x2 = _mm512_loadu_si512((const void *)(b + 2 * LANES));
-                for (int r = 0; r < MR; r++) {
-                    const __m512i wr = _mm512_set1_epi32(w[r]);
-                    acc[r][0] = conv_dpbusd_vector(acc[r][0], x0, wr);
-                    acc[r][1] = conv_dpbusd_vector(acc[r][1], x1, wr);
-                    acc[r][2] = conv_dpbusd_vector(acc[r][2], x2, wr);
+    const uint32_t *base = planes + v0;
+    const ptrdiff_t cq = job->cq, q_stride = job->q_stride;
+    _Alignas(64) int32_t local[MR * NR];
+    for (ptrdiff_t k0 = 0; k0 < k_groups; k0 += job->chunk_groups) {
+        const ptrdiff_t k1 = smaller(k0 + job->chunk_groups, k_groups);
+        for (ptrdiff_t mp = 0; mp < job->m_panels; mp++) {
+            const ptrdiff_t m0 = g * job->mg + mp * MR, rows = smaller(job->mg - mp * MR, MR);
+            int32_t *dots = job->chunk_groups < k_groups ? partials + mp * MR * NR : local;
+            __m512i acc[MR][VECTORS];
+            for (int r = 0; r < MR; r++)
+                for (int j = 0; j < VECTORS; j++)
+                    acc[r][j] = k0 ? _mm512_load_si512((const void *)(dots + r * NR + LANES * j))
+                                   : _mm512_set1_epi32(r < rows ? job->out.channels[m0 + r].constant : 0);
+            const int32_t *w = job->filter->a + ((g * job->m_panels + mp) * k_groups + k0) * MR;
+            for (ptrdiff_t t = k0 / cq; t * cq < k1; t++) { /* the chunk's groups of tap t: q in [q0, q1) */
+                const ptrdiff_t q0 = t * cq < k0 ? k0 - t * cq : 0, q1 = smaller(cq, k1 - t * cq);
+                const uint32_t *b = base + job->tap_offsets[t] + q0 * q_stride;
+                for (ptrdiff_t q = q0; q < q1; q++, b += q_stride, w += MR) {
+                    const __m512i x0 = _mm512_loadu_si512((const void *)b);
+                    const __m512i x1 = _mm512_loadu_si512((const void *)(b + LANES));
+                    const __m512i x2 = _mm512_loadu_si512((const void *)(b + 2 * LANES));
+                    for (int r = 0; r < MR; r++) {
+                        const __m512i wr = _mm512_set1_epi32(w[r]); /* one load for 3 products: loads bind */
+                        acc[r][0] = conv_dpbusd_vector(acc[r][0], x0, wr);
+                        acc[r][1] = conv_dpbusd_vector(acc[r][1], x1, wr);
+                        acc[r][2] = conv_dpbusd_vector(acc[r][2], x2, wr);
+                    }
                 }
             }
+            for (int r = 0; r < MR; r++)
+                for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(dots + r * NR + LANES * j), acc[r][j]);
+            if (k1 == k_groups) store_tile(job, m0, rows, dots, window, segments, count, valid, y);
         }
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(dots + r * NR + LANES * j), acc[r][j]);
-        store_tile(job, m0, rows, dots, window, segments, count, valid, y);
     }
 }
 
@@ -295,20 +358,30 @@ static char *image_output(const implicit_job *job, ptrdiff_t image) {
     return job->p->y + image * job->p->y_strides[0];
 }
 
+/* A thread's sums of a tile's panels between chunks of K (compute_tile), 64-byte aligned; a dummy
+ * where K is one chunk. */
+static int32_t *partial_sums(const implicit_job *job) {
+    const ptrdiff_t panels = job->chunk_groups < job->k_groups ? job->m_panels : 1;
+    return aligned_alloc(64, sizeof(int32_t) * (size_t)(panels * MR * NR));
+}
+
 /* Each thread: whole images, into planes of its own. */
 static void images_task(void *context, int thread, int threads) {
     (void)threads;
     implicit_job *job = context;
     const dmlq_conv_problem *p = job->p;
     uint32_t *planes = job->planes + thread * job->image_dwords;
+    int32_t *partials = partial_sums(job);
+    if (!partials) return; /* another thread does the work; the caller checks that it was done */
     for (ptrdiff_t image = dmlq_claim(&job->next); image < p->batches; image = dmlq_claim(&job->next)) {
         for (ptrdiff_t g = 0; g < p->groups; g++)
             for (ptrdiff_t q = 0; q < job->cq; q++)
                 fill_planes(job, image, g, q, planes + g * job->group_dwords + q * job->q_stride);
         for (ptrdiff_t g = 0; g < p->groups; g++)
             for (ptrdiff_t tile = 0; tile < job->tiles; tile++)
-                compute_tile(job, planes + g * job->group_dwords, g, tile, image_output(job, image));
+                compute_tile(job, planes + g * job->group_dwords, g, tile, image_output(job, image), partials);
     }
+    free(partials);
 }
 
 /* The threads together: the planes of a few images, then their tiles. */
@@ -326,11 +399,14 @@ static void tiles_task(void *context, int thread, int threads) {
     (void)thread, (void)threads;
     implicit_job *job = context;
     const ptrdiff_t per_image = job->p->groups * job->tiles, units = job->images * per_image;
+    int32_t *partials = partial_sums(job);
+    if (!partials) return; /* another thread does the work; the caller checks that it was done */
     for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
         const ptrdiff_t image = job->first_image + unit / per_image, g = unit % per_image / job->tiles;
         compute_tile(job, image_planes(job, image) + g * job->group_dwords, g, unit % job->tiles,
-                     image_output(job, image));
+                     image_output(job, image), partials);
     }
+    free(partials);
 }
 
 /* ---- the filter -------------------------------------------------------------------------------- */
@@ -408,8 +484,8 @@ int dmlq_conv_implicit_fits(const dmlq_conv_problem *p) {
     return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && exact && p->channels != p->groups;
 }
 
-/* The planes' and tiles' geometry; the taps' offsets and the phases they read (tap_offsets and
- * phase_used allocated by the caller). */
+/* The planes' and tiles' geometry; the taps' offsets, the phases they read and the phases' columns
+ * (tap_offsets, phase_used and columns allocated by the caller). */
 static void plan(implicit_job *job) {
     const dmlq_conv_problem *p = job->p;
     job->cg = p->channels / p->groups, job->mg = p->out_channels / p->groups, job->cq = (job->cg + 3) / 4;
@@ -431,16 +507,21 @@ static void plan(implicit_job *job) {
         job->tap_offsets[t] = phase * job->plane + rows / job->sh * job->wq + columns / job->sw;
         job->phase_used[phase] = 1;
     }
+    for (ptrdiff_t fw = 0; fw < job->sw; fw++) job->columns[fw] = columns_of(job, fw);
+    /* a chunk's planes bytes and a panel's filter bytes within L1_BYTES */
+    const ptrdiff_t chunks = (job->k_groups * (NR + MR) * 4 + L1_BYTES - 1) / L1_BYTES;
+    job->chunk_groups = (job->k_groups + chunks - 1) / chunks;
     if (job->y_col == 0) job->y_col = job->y_size; /* one position: any step */
 }
 
-/* Each thread its own images, or all of them a chunk of images (`chunk` images' planes) at a time. */
-static void run(implicit_job *job, ptrdiff_t chunk, int threads) {
+/* Each thread its own images, or all of them a chunk of images (`chunk` images' planes) at a time:
+ * 0, or -1 when no thread found memory for its partial sums. */
+static int run(implicit_job *job, ptrdiff_t chunk, int threads) {
     const dmlq_conv_problem *p = job->p;
     if (job->per_thread) {
         job->first_image = 0, job->images = p->batches, job->next = 0;
         dmlq_parallel(images_task, job, threads);
-        return;
+        return job->next < p->batches ? -1 : 0;
     }
     for (ptrdiff_t first = 0; first < p->batches; first += chunk) {
         job->first_image = first;
@@ -449,16 +530,20 @@ static void run(implicit_job *job, ptrdiff_t chunk, int threads) {
         dmlq_parallel(planes_task, job, threads);
         job->next = 0;
         dmlq_parallel(tiles_task, job, threads);
+        if (job->next < job->images * p->groups * job->tiles) return -1;
     }
+    return 0;
 }
 
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
     implicit_job job = {.p = p};
     job.tap_offsets = malloc(sizeof(ptrdiff_t) * (size_t)(p->kernel[1] * p->kernel[2]));
     job.phase_used = calloc((size_t)(p->stride[1] * p->stride[2]), 1);
-    if (!job.tap_offsets || !job.phase_used) {
+    job.columns = malloc(sizeof(phase_columns) * (size_t)p->stride[2]);
+    if (!job.tap_offsets || !job.phase_used || !job.columns) {
         free(job.tap_offsets);
         free(job.phase_used);
+        free(job.columns);
         return -1;
     }
     plan(&job);
@@ -471,12 +556,13 @@ int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
     int kept = 0, status = job.filter ? conv_output_init(&job.out, p, job.filter->weight_sums, job.cg * job.taps) : -1;
     if (!status) job.planes = dmlq_gemm_workspace_take(sizeof(uint32_t) * (size_t)(images * job.image_dwords), &kept);
     if (!status && !job.planes) status = -1;
-    if (!status) run(&job, chunk, threads);
+    if (!status) status = run(&job, chunk, threads);
     conv_output_free(&job.out);
     dmlq_conv_free_filter(&own);
     if (job.planes) dmlq_gemm_workspace_give(job.planes, kept);
     free(job.tap_offsets);
     free(job.phase_used);
+    free(job.columns);
     return status;
 }
 
