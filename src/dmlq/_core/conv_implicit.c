@@ -24,7 +24,7 @@
 
 #if DMLQ_X86
 
-enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, IMPLICIT_BYTES = 8 << 20, L1_BYTES = 32 << 10 };
+enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, BAND_BYTES = 1 << 20, L1_BYTES = 32 << 10 };
 
 typedef struct {
     uint64_t mask;  /* lanes of a tile */
@@ -42,17 +42,17 @@ typedef struct {
     const dmlq_conv_filter *filter;
     conv_output out;
     ptrdiff_t cg, mg, cq, taps, k_groups, m_panels;
-    ptrdiff_t sh, sw, hq, wq, plane, phases, q_stride, group_dwords, image_dwords; /* planes, in dwords */
-    ptrdiff_t tiles;           /* per image and group */
+    ptrdiff_t band_rows, bands; /* output rows per band (the last may have fewer), bands per image */
+    ptrdiff_t sh, sw, hq, wq, plane, phases, q_stride, group_dwords, band_dwords; /* a band's planes, in dwords */
     ptrdiff_t chunk_groups;    /* groups of 4 k per pass over a tile's panels */
     ptrdiff_t *tap_offsets;    /* [taps]: each tap's dword from the virtual position, in a group's planes */
     uint8_t *phase_used;       /* [phases]: planes that some tap reads */
     phase_columns *columns;    /* [sw] */
+    int rows_run;              /* one phase, whose inside rows are one run of x's bytes and of a plane's */
     uint32_t x_flip;
     ptrdiff_t y_col, y_size;   /* the output positions' step and the element's size */
-    uint32_t *planes;
-    int per_thread;            /* each thread an image and its own planes */
-    ptrdiff_t first_image, images, next;
+    uint32_t *planes;          /* a band's for each thread */
+    ptrdiff_t next;
 } implicit_job;
 
 static ptrdiff_t round_up(ptrdiff_t value, ptrdiff_t step) { return (value + step - 1) / step * step; }
@@ -150,10 +150,17 @@ static phase_columns columns_of(const implicit_job *job, ptrdiff_t fw) { /* job'
     return c;
 }
 
-/* One group of 4 channels (q, of group g) of one image: its phase planes that some tap reads, at
- * `planes` (the group of channels' own). With a horizontal stride of 2 and both phases read, a row's
- * even and odd columns are split in one pass. */
-static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, ptrdiff_t q, uint32_t *planes) {
+/* The plane rows of output rows [0, rows) (rows of a phase plane from the output row's own on). */
+static ptrdiff_t plane_rows(const implicit_job *job, ptrdiff_t rows) {
+    const dmlq_conv_problem *p = job->p;
+    return round_up((rows - 1) * job->sh + (p->kernel[1] - 1) * p->dilation[1] + 1, job->sh) / job->sh;
+}
+
+/* One group of 4 channels (q, of group g) of one image, for output rows from `row` on: its phase
+ * planes that some tap reads, at `planes` (the group of channels' own), `rows` plane rows. With a
+ * horizontal stride of 2 and both phases read, a row's even and odd columns are split in one pass. */
+static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t row, ptrdiff_t rows, ptrdiff_t g,
+                        ptrdiff_t q, uint32_t *planes) {
     const dmlq_conv_problem *p = job->p;
     const ptrdiff_t c0 = g * job->cg + 4 * q, x_col = p->x_strides[4], sw = job->sw;
     const int channels = (int)smaller(job->cg - 4 * q, 4);
@@ -167,8 +174,20 @@ static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, p
                            (columns[0].column - columns[1].column == 1 || columns[1].column - columns[0].column == 1);
         const int e = paired && columns[1].column < columns[0].column; /* with `paired`, the phase of the even columns */
         const ptrdiff_t pairs = paired ? smaller(columns[e].hi - columns[e].lo, columns[!e].hi - columns[!e].lo) : 0;
-        for (ptrdiff_t r = 0; r < job->hq; r++) {
-            const ptrdiff_t i1 = r * job->sh + fh - p->start[1];
+        ptrdiff_t r = 0;
+        if (job->rows_run) { /* the inside rows as one run: one call */
+            const ptrdiff_t first = smaller(rows, p->start[1] > row ? p->start[1] - row : 0);
+            const ptrdiff_t last = smaller(rows, p->in[1] + p->start[1] - row > first ? p->in[1] + p->start[1] - row : first);
+            for (ptrdiff_t v = 0; v < first * job->wq; v++) planes[v] = pad;
+            const uint8_t *rows_at[4];
+            for (int j = 0; j < channels; j++)
+                rows_at[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + (row + first - p->start[1]) * p->x_strides[3];
+            interleave_channels(planes + first * job->wq, rows_at, channels, 0, 1, (last - first) * job->wq, flip);
+            for (ptrdiff_t v = last * job->wq; v < rows * job->wq; v++) planes[v] = pad;
+            r = rows;
+        }
+        for (; r < rows; r++) {
+            const ptrdiff_t i1 = (row + r) * job->sh + fh - p->start[1];
             const int inside = i1 >= 0 && i1 < p->in[1];
             const uint8_t *rows[4];
             for (int j = 0; j < channels; j++)
@@ -202,25 +221,31 @@ static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t g, p
         }
         for (ptrdiff_t fw = 0; fw < sw; fw++) {
             uint32_t *plane = planes + (fh * sw + fw) * job->plane;
-            if (used[fw]) memset(plane + job->hq * job->wq, 0, sizeof(uint32_t) * (size_t)(job->plane - job->hq * job->wq));
+            if (used[fw]) memset(plane + rows * job->wq, 0, sizeof(uint32_t) * (size_t)(job->plane - rows * job->wq));
         }
     }
 }
 
 /* ---- tiles ----------------------------------------------------------------------------------- */
 
-/* The output rows that tile lanes [0, NR) from virtual position v0 on fall in: at most NR + 1. */
-static int tile_segments(const implicit_job *job, ptrdiff_t v0, segment *segments) {
-    const ptrdiff_t wq = job->wq, width = job->p->out[2], height = job->p->out[1];
+/* The output rows that tile lanes [0, NR) from virtual position v0 of a band (output rows [row, row +
+ * rows)) fall in: at most NR + 1. */
+static int tile_segments(const implicit_job *job, ptrdiff_t row, ptrdiff_t rows, ptrdiff_t v0, segment *segments) {
+    const ptrdiff_t wq = job->wq, width = job->p->out[2];
     int count = 0;
-    for (ptrdiff_t row = v0 / wq; row < height && row * wq < v0 + NR; row++) {
-        const ptrdiff_t a = row * wq - v0 > 0 ? row * wq - v0 : 0, b = smaller(row * wq + width - v0, NR);
+    for (ptrdiff_t r = v0 / wq; r < rows && r * wq < v0 + NR; r++) {
+        const ptrdiff_t a = r * wq - v0 > 0 ? r * wq - v0 : 0, b = smaller(r * wq + width - v0, NR);
         if (b <= a) continue;
         segments[count].mask = ((1ull << (b - a)) - 1) << a;
-        segments[count].first = row * width + v0 - row * wq;
+        segments[count].first = (row + r) * width + v0 - r * wq;
         count++;
     }
     return count;
+}
+
+/* A band's tiles: its virtual positions in tiles of NR. */
+static ptrdiff_t tiles_of(const implicit_job *job, ptrdiff_t rows) {
+    return ((rows - 1) * job->wq + job->p->out[2] + NR - 1) / NR;
 }
 
 /* Output position `position` of a channel's row (its address; no element is accessed through it
@@ -298,14 +323,15 @@ static void store_tile(const implicit_job *job, ptrdiff_t m0, ptrdiff_t rows, co
     }
 }
 
-/* Tile `tile` of group g of an image (its planes of group g at `planes`, its output at y): every
- * panel of MR output channels, K in chunks whose planes' bytes stay in L1 while every panel reads
- * them, the sums of the chunks before the last kept in `partials` (a tile's of every panel). */
-static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdiff_t g, ptrdiff_t tile, char *y,
-                         int32_t *partials) {
+/* Tile `tile` of group g of a band of an image (output rows [row, row + rows), its planes of group g
+ * at `planes`, the image's output at y): every panel of MR output channels, K in chunks whose planes'
+ * bytes stay in L1 while every panel reads them, the sums of the chunks before the last kept in
+ * `partials` (a tile's of every panel). */
+static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdiff_t g, ptrdiff_t row, ptrdiff_t rows,
+                         ptrdiff_t tile, char *y, int32_t *partials) {
     const ptrdiff_t v0 = tile * NR, k_groups = job->k_groups;
     segment segments[NR + 1];
-    const int count = tile_segments(job, v0, segments);
+    const int count = tile_segments(job, row, rows, v0, segments);
     uint64_t valid = 0;
     for (int s = 0; s < count; s++) valid |= segments[s].mask;
     __m512i window[VECTORS];
@@ -350,14 +376,6 @@ DMLQ_END_TARGET
 
 /* ---- the work on threads ------------------------------------------------------------------------ */
 
-static uint32_t *image_planes(const implicit_job *job, ptrdiff_t image) {
-    return job->planes + (image - job->first_image) * job->image_dwords;
-}
-
-static char *image_output(const implicit_job *job, ptrdiff_t image) {
-    return job->p->y + image * job->p->y_strides[0];
-}
-
 /* A thread's sums of a tile's panels between chunks of K (compute_tile), 64-byte aligned; a dummy
  * where K is one chunk. */
 static int32_t *partial_sums(const implicit_job *job) {
@@ -365,46 +383,24 @@ static int32_t *partial_sums(const implicit_job *job) {
     return aligned_alloc(64, sizeof(int32_t) * (size_t)(panels * MR * NR));
 }
 
-/* Each thread: whole images, into planes of its own. */
-static void images_task(void *context, int thread, int threads) {
+/* Units of work: a band of an image, its planes (in the thread's own memory), then its tiles. */
+static void bands_task(void *context, int thread, int threads) {
     (void)threads;
     implicit_job *job = context;
     const dmlq_conv_problem *p = job->p;
-    uint32_t *planes = job->planes + thread * job->image_dwords;
+    uint32_t *planes = job->planes + thread * job->band_dwords;
     int32_t *partials = partial_sums(job);
     if (!partials) return; /* another thread does the work; the caller checks that it was done */
-    for (ptrdiff_t image = dmlq_claim(&job->next); image < p->batches; image = dmlq_claim(&job->next)) {
+    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < p->batches * job->bands; unit = dmlq_claim(&job->next)) {
+        const ptrdiff_t image = unit / job->bands, row = unit % job->bands * job->band_rows;
+        const ptrdiff_t rows = smaller(p->out[1] - row, job->band_rows);
         for (ptrdiff_t g = 0; g < p->groups; g++)
             for (ptrdiff_t q = 0; q < job->cq; q++)
-                fill_planes(job, image, g, q, planes + g * job->group_dwords + q * job->q_stride);
+                fill_planes(job, image, row, plane_rows(job, rows), g, q, planes + g * job->group_dwords + q * job->q_stride);
         for (ptrdiff_t g = 0; g < p->groups; g++)
-            for (ptrdiff_t tile = 0; tile < job->tiles; tile++)
-                compute_tile(job, planes + g * job->group_dwords, g, tile, image_output(job, image), partials);
-    }
-    free(partials);
-}
-
-/* The threads together: the planes of a few images, then their tiles. */
-static void planes_task(void *context, int thread, int threads) {
-    (void)thread, (void)threads;
-    implicit_job *job = context;
-    const ptrdiff_t per_image = job->p->groups * job->cq, units = job->images * per_image;
-    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
-        const ptrdiff_t image = job->first_image + unit / per_image, g = unit % per_image / job->cq, q = unit % job->cq;
-        fill_planes(job, image, g, q, image_planes(job, image) + g * job->group_dwords + q * job->q_stride);
-    }
-}
-
-static void tiles_task(void *context, int thread, int threads) {
-    (void)thread, (void)threads;
-    implicit_job *job = context;
-    const ptrdiff_t per_image = job->p->groups * job->tiles, units = job->images * per_image;
-    int32_t *partials = partial_sums(job);
-    if (!partials) return; /* another thread does the work; the caller checks that it was done */
-    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
-        const ptrdiff_t image = job->first_image + unit / per_image, g = unit % per_image / job->tiles;
-        compute_tile(job, image_planes(job, image) + g * job->group_dwords, g, unit % job->tiles,
-                     image_output(job, image), partials);
+            for (ptrdiff_t tile = 0; tile < tiles_of(job, rows); tile++)
+                compute_tile(job, planes + g * job->group_dwords, g, row, rows, tile, p->y + image * p->y_strides[0],
+                             partials);
     }
     free(partials);
 }
@@ -484,55 +480,79 @@ int dmlq_conv_implicit_fits(const dmlq_conv_problem *p) {
     return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && exact && p->channels != p->groups;
 }
 
+/* The work of bands of `rows` output rows over every image, in cycles at the kernel's rate: its
+ * tiles' lanes times their k groups and panels (8 products of 16 lanes by vpdpbusd, 2 a cycle) and
+ * its planes' dwords (about a fifth of a cycle each, by interleave_channels). */
+static double bands_cost(const implicit_job *job, ptrdiff_t rows) {
+    const dmlq_conv_problem *p = job->p;
+    ptrdiff_t used = 0, lanes = 0, plane_dwords = 0;
+    for (ptrdiff_t phase = 0; phase < job->phases; phase++) used += job->phase_used[phase];
+    for (ptrdiff_t row = 0; row < p->out[1]; row += rows) {
+        const ptrdiff_t band = smaller(p->out[1] - row, rows);
+        lanes += tiles_of(job, band) * NR;
+        plane_dwords += plane_rows(job, band) * job->wq * used;
+    }
+    const double groups = (double)(p->groups * job->cq);
+    return (double)lanes * (double)(job->k_groups * job->m_panels) * groups / (double)job->cq * 0.25 +
+           (double)plane_dwords * groups * 0.2;
+}
+
+/* Bands of output rows: each band's planes within BAND_BYTES (unless of one row), enough bands for
+ * the threads to share (2 units each), the cheapest such (bands_cost) of the largest half. */
+static void plan_bands(implicit_job *job, int threads) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t height = p->out[1];
+    ptrdiff_t largest = 1;
+    for (ptrdiff_t rows = height; rows > 1; rows--) {
+        const ptrdiff_t bands = (height + rows - 1) / rows;
+        const double bytes = 4.0 * (double)(p->groups * job->cq * job->phases) * (double)(plane_rows(job, rows) * job->wq + NR);
+        if (bytes <= BAND_BYTES && (threads == 1 || p->batches * bands >= 2 * threads)) {
+            largest = rows;
+            break;
+        }
+    }
+    job->band_rows = largest;
+    double best = bands_cost(job, largest);
+    for (ptrdiff_t rows = largest - 1; rows >= (largest + 1) / 2; rows--) {
+        const double cost = bands_cost(job, rows);
+        if (cost < best) best = cost, job->band_rows = rows;
+    }
+    job->bands = (height + job->band_rows - 1) / job->band_rows;
+}
+
 /* The planes' and tiles' geometry; the taps' offsets, the phases they read and the phases' columns
  * (tap_offsets, phase_used and columns allocated by the caller). */
-static void plan(implicit_job *job) {
+static void plan(implicit_job *job, int threads) {
     const dmlq_conv_problem *p = job->p;
     job->cg = p->channels / p->groups, job->mg = p->out_channels / p->groups, job->cq = (job->cg + 3) / 4;
     job->taps = p->kernel[1] * p->kernel[2], job->k_groups = job->taps * job->cq;
     job->m_panels = (job->mg + MR - 1) / MR;
     job->sh = p->stride[1], job->sw = p->stride[2], job->phases = job->sh * job->sw;
-    job->hq = round_up((p->out[1] - 1) * job->sh + (p->kernel[1] - 1) * p->dilation[1] + 1, job->sh) / job->sh;
     job->wq = round_up((p->out[2] - 1) * job->sw + (p->kernel[2] - 1) * p->dilation[2] + 1, job->sw) / job->sw;
+    for (ptrdiff_t t = 0; t < job->taps; t++) {
+        const ptrdiff_t rows = t / p->kernel[2] * p->dilation[1], columns = t % p->kernel[2] * p->dilation[2];
+        job->phase_used[rows % job->sh * job->sw + columns % job->sw] = 1;
+    }
+    plan_bands(job, threads);
+    job->hq = plane_rows(job, job->band_rows);
     job->plane = round_up(job->hq * job->wq + NR, LANES); /* the last tile reads up to NR past the rows */
     job->q_stride = job->phases * job->plane, job->group_dwords = job->cq * job->q_stride;
-    job->image_dwords = p->groups * job->group_dwords;
-    job->tiles = ((p->out[1] - 1) * job->wq + p->out[2] + NR - 1) / NR;
-    job->x_flip = p->x_signed ? 0x80808080u : 0;
-    dmlq_one_run(p->out, p->y_strides + 2, DMLQ_CONV_DIMS, &job->y_col);
-    job->y_size = p->y_type == DMLQ_I32 ? 4 : 1;
+    job->band_dwords = p->groups * job->group_dwords;
     for (ptrdiff_t t = 0; t < job->taps; t++) {
         const ptrdiff_t rows = t / p->kernel[2] * p->dilation[1], columns = t % p->kernel[2] * p->dilation[2];
         const ptrdiff_t phase = rows % job->sh * job->sw + columns % job->sw;
         job->tap_offsets[t] = phase * job->plane + rows / job->sh * job->wq + columns / job->sw;
-        job->phase_used[phase] = 1;
     }
+    job->x_flip = p->x_signed ? 0x80808080u : 0;
     for (ptrdiff_t fw = 0; fw < job->sw; fw++) job->columns[fw] = columns_of(job, fw);
+    job->rows_run = job->phases == 1 && job->columns[0].lo == 0 && job->columns[0].hi == job->wq &&
+                    job->columns[0].column == 0 && p->x_strides[4] == 1 && p->x_strides[3] == job->wq;
     /* a chunk's planes bytes and a panel's filter bytes within L1_BYTES */
     const ptrdiff_t chunks = (job->k_groups * (NR + MR) * 4 + L1_BYTES - 1) / L1_BYTES;
     job->chunk_groups = (job->k_groups + chunks - 1) / chunks;
+    dmlq_one_run(p->out, p->y_strides + 2, DMLQ_CONV_DIMS, &job->y_col);
+    job->y_size = p->y_type == DMLQ_I32 ? 4 : 1;
     if (job->y_col == 0) job->y_col = job->y_size; /* one position: any step */
-}
-
-/* Each thread its own images, or all of them a chunk of images (`chunk` images' planes) at a time:
- * 0, or -1 when no thread found memory for its partial sums. */
-static int run(implicit_job *job, ptrdiff_t chunk, int threads) {
-    const dmlq_conv_problem *p = job->p;
-    if (job->per_thread) {
-        job->first_image = 0, job->images = p->batches, job->next = 0;
-        dmlq_parallel(images_task, job, threads);
-        return job->next < p->batches ? -1 : 0;
-    }
-    for (ptrdiff_t first = 0; first < p->batches; first += chunk) {
-        job->first_image = first;
-        job->images = smaller(p->batches - first, chunk);
-        job->next = 0;
-        dmlq_parallel(planes_task, job, threads);
-        job->next = 0;
-        dmlq_parallel(tiles_task, job, threads);
-        if (job->next < job->images * p->groups * job->tiles) return -1;
-    }
-    return 0;
 }
 
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
@@ -540,23 +560,19 @@ int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
     job.tap_offsets = malloc(sizeof(ptrdiff_t) * (size_t)(p->kernel[1] * p->kernel[2]));
     job.phase_used = calloc((size_t)(p->stride[1] * p->stride[2]), 1);
     job.columns = malloc(sizeof(phase_columns) * (size_t)p->stride[2]);
-    if (!job.tap_offsets || !job.phase_used || !job.columns) {
-        free(job.tap_offsets);
-        free(job.phase_used);
-        free(job.columns);
-        return -1;
-    }
-    plan(&job);
-    /* each thread an image while every thread has as many (or enough to even out) */
-    job.per_thread = threads == 1 || (p->batches >= threads && (p->batches % threads == 0 || p->batches >= 4 * threads));
-    const ptrdiff_t chunk = IMPLICIT_BYTES / (4 * job.image_dwords) > 0 ? IMPLICIT_BYTES / (4 * job.image_dwords) : 1;
-    const ptrdiff_t images = job.per_thread ? threads : smaller(chunk, p->batches); /* planes at a time */
+    int kept = 0, status = job.tap_offsets && job.phase_used && job.columns ? 0 : -1;
     dmlq_conv_filter own = {0};
-    job.filter = packed_fits(p->packed, p) ? p->packed : dmlq_conv_pack_filter(&own, p) ? NULL : &own;
-    int kept = 0, status = job.filter ? conv_output_init(&job.out, p, job.filter->weight_sums, job.cg * job.taps) : -1;
-    if (!status) job.planes = dmlq_gemm_workspace_take(sizeof(uint32_t) * (size_t)(images * job.image_dwords), &kept);
+    if (!status) {
+        plan(&job, threads);
+        job.filter = packed_fits(p->packed, p) ? p->packed : dmlq_conv_pack_filter(&own, p) ? NULL : &own;
+        status = job.filter ? conv_output_init(&job.out, p, job.filter->weight_sums, job.cg * job.taps) : -1;
+    }
+    if (!status) job.planes = dmlq_gemm_workspace_take(sizeof(uint32_t) * (size_t)(threads * job.band_dwords), &kept);
     if (!status && !job.planes) status = -1;
-    if (!status) status = run(&job, chunk, threads);
+    if (!status) {
+        dmlq_parallel(bands_task, &job, threads);
+        if (job.next < p->batches * job.bands) status = -1; /* no thread found memory for its partial sums */
+    }
     conv_output_free(&job.out);
     dmlq_conv_free_filter(&own);
     if (job.planes) dmlq_gemm_workspace_give(job.planes, kept);
