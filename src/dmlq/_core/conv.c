@@ -718,7 +718,7 @@ static int directly(const dmlq_conv_problem *p, int threads) {
 
 int dmlq_conv(const dmlq_conv_problem *p, int threads) {
     if (p->batches == 0 || p->out_channels == 0 || positions_of(p) == 0) return 0;
-    if (p->channels == p->groups) return directly(p, threads);
+    if (p->channels == p->groups) return dmlq_conv_depthwise_fits(p) ? dmlq_conv_depthwise(p, threads) : directly(p, threads);
     /* a pointwise convolution's columns are its input: the multiply packs them in one pass */
     if (dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
     return through_multiply(p, threads);

@@ -110,6 +110,12 @@ int dmlq_conv(const dmlq_conv_problem *p, int threads);
  * requantized sums within int32), and running it (0, or -1 when memory runs out). */
 int dmlq_conv_implicit_fits(const dmlq_conv_problem *p);
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads);
+/* Depthwise convolutions at the VNNI level (conv_depthwise.c): whether it takes the problem (2-D, one
+ * input channel per group, a horizontal stride and dilation whose windows fit a 16-byte lane, up to 64
+ * kernel rows, x's and out's columns adjacent, requantized sums within int32), and running it (0, or
+ * -1 when memory runs out). */
+int dmlq_conv_depthwise_fits(const dmlq_conv_problem *p);
+int dmlq_conv_depthwise(const dmlq_conv_problem *p, int threads);
 /* Packs p's filter (its w, shapes and groups) for the current level's implicit multiply: 0, 1 when the
  * level or a depthwise filter has none (f is then empty), -1 when memory runs out. Freed by
  * dmlq_conv_free_filter. */
