@@ -77,7 +77,7 @@ static inline __m512i conv_requantize(const conv_output *o, ptrdiff_t m, const _
     const __m512i zero_point = _mm512_set1_epi32(o->y_zero_point);
     const __m512 factor = _mm512_set1_ps(c->factor);
     __m512i values[4];
-    uint64_t near = 0;
+    __mmask16 near[4] = {0, 0, 0, 0}, any = 0;
     for (int j = 0; j < 4; j++) {
         if (j >= vectors) {
             values[j] = values[0];
@@ -85,8 +85,8 @@ static inline __m512i conv_requantize(const conv_output *o, ptrdiff_t m, const _
         }
         const __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[j]), factor);
         const __m512 fraction = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        near |= (uint64_t)_mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_NLT_UQ)
-                << (16 * j);
+        near[j] = _mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_NLT_UQ);
+        any |= near[j];
         values[j] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
                                      zero_point);
     }
@@ -94,14 +94,17 @@ static inline __m512i conv_requantize(const conv_output *o, ptrdiff_t m, const _
     const __m512i bytes = o->lo < 0.0 ? _mm512_packs_epi16(words01, words23) : _mm512_packus_epi16(words01, words23);
     /* dword 4 L + j of the packs holds vector j's lanes 4 L .. 4 L + 3 */
     __m512i ordered = _mm512_permutexvar_epi32(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), bytes);
-    near = c->estimable ? near & valid : valid;
-    if (!near) return ordered;
+    if (c->estimable && !any) return ordered;
+    uint64_t lanes = valid;
+    if (c->estimable)
+        lanes &= (uint64_t)near[0] | (uint64_t)near[1] << 16 | (uint64_t)near[2] << 32 | (uint64_t)near[3] << 48;
+    if (!lanes) return ordered;
     _Alignas(64) int32_t sums[64];
     _Alignas(64) uint8_t out[64];
     for (int j = 0; j < vectors; j++) _mm512_store_si512((void *)(sums + 16 * j), acc[j]);
     _mm512_store_si512((void *)out, ordered);
-    for (; near; near &= near - 1) {
-        const int lane = __builtin_ctzll(near);
+    for (; lanes; lanes &= lanes - 1) {
+        const int lane = __builtin_ctzll(lanes);
         out[lane] = dmlq_requantize_one(sums[lane], o->x_scale, c->w_scale, o->divisor, o->reciprocal, o->y_zero,
                                         o->lo, o->hi);
     }
