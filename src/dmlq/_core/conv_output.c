@@ -2,10 +2,11 @@
 #include "conv_output.h"
 
 /* Whether float32 estimates y = float32(acc) * factor of sums up to `bound` in magnitude are usable:
- * a normal factor within [2**-60, 2**60] (so its rounding errors are relative ones) and |y| < 2**20. */
+ * a normal factor within [2**-60, 2**60] (so its rounding errors are relative ones) and |y| < 2**30
+ * (so that round(y) + y_zp converts and adds in int32; beyond 1024 it saturates anyway). */
 static int estimable(float factor, double bound) {
     const double magnitude = fabs((double)factor);
-    return magnitude >= 0x1p-60 && magnitude <= 0x1p60 && bound * magnitude < 0x1p20;
+    return magnitude >= 0x1p-60 && magnitude <= 0x1p60 && bound * magnitude < 0x1p30;
 }
 
 int conv_output_init(conv_output *o, const dmlq_conv_problem *p, const int32_t *weight_sums, ptrdiff_t k) {

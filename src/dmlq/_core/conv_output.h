@@ -13,7 +13,7 @@
  * does (gemm_vnni.c): y = float32(acc) * factor, factor = float32(x_scale w_scale / y_scale) (or times
  * the reciprocal), three float32 roundings, so |y - q| <= 3 * 2**-24 |q|, below 2**-12 where |q| <= 1024;
  * a lane whose y is within 2**-11 of a half-integer, and every lane of a channel whose factor is not
- * normal within [2**-60, 2**60] or whose sums could reach |y| >= 2**20, takes dmlq_requantize_one
+ * normal within [2**-60, 2**60] or whose sums could reach |y| >= 2**30, takes dmlq_requantize_one
  * itself. Otherwise round(y) + y_zp saturated to 8 bits is the reference's value (beyond |y| > 1024
  * both saturate whatever the zero point).
  */
