@@ -683,6 +683,47 @@ def test_dynamic_quantize_linear_matches_onnx_reference(level, rng):
         assert got_scale.tobytes() == scale.tobytes() and got_zero == zero_point
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("reciprocal", [False, True])
+@pytest.mark.parametrize("size", [1, 63, 64, 1000, 70_001, 300_003])
+def test_dynamic_quantize_linear_against_the_reference(level, rng, threads, dtype, reciprocal, size):
+    """The compiled quantization (any length, its tail, pieces on the threads) on values made of exact
+    ties, near ties and the range's ends: dmlq.reference's bits, its float32 true division."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    # the range [-8, 127 / 16] makes the scale 1 / 16 exactly: (k + 0.5) / 16 divides to an exact tie
+    x = rng.uniform(-8, 127 / 16, size).astype(np.float32)
+    x[: size // 2] = (rng.integers(-128, 127, size // 2) + 0.5).astype(np.float32) / 16
+    x[:: max(size // 7, 1)] = np.nextafter(x[:: max(size // 7, 1)], np.float32(0))  # just off those ties
+    x[-2:] = [-8, 127 / 16] if size > 2 else x[-2:]
+    out = np.empty(size, dtype)
+    scale, zero_point = dynamic_quantize_linear(x, out, reciprocal)
+    y, expected_scale, expected_zero = reference(x, dtype, reciprocal_division=reciprocal)
+    np.testing.assert_array_equal(out, y)
+    assert scale == expected_scale and zero_point == expected_zero
+
+
+@pytest.mark.parametrize("values", [[1.0, np.nan, -2.0], [np.inf, 1.0], [0.0, 0.0], [1e-40, -1e-39]])
+def test_dynamic_quantize_linear_where_the_compiled_pass_declines(level, values):
+    """NaN, infinities, all-zero and subnormal data take the element-wise quantize: the same bits."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    x = np.float32(values * 50)
+    out = np.empty(x.shape, np.uint8)
+    scale, zero_point, quantized = _core.dynamic_quantization(x, False, out)
+    assert not quantized or np.isfinite(x).all()
+    dynamic_quantize_linear(x, out, False)
+    np.testing.assert_array_equal(out, reference(x, np.uint8)[0])
+
+
+def test_dynamic_quantization_writes_only_layouts_it_takes(level, rng):
+    x = rng.standard_normal((40, 30)).astype(np.float32)
+    for out in (np.zeros((30, 40), np.uint8).T, np.zeros((40, 30), np.int8), np.zeros(7, np.uint8)):
+        assert _core.dynamic_quantization(x, False, out)[2] is False
+        assert not out.any()
+    assert _core.dynamic_quantization(x[:, ::2], False, np.zeros((40, 15), np.uint8))[2] is False
+
+
 def dynamic_parameters(lo: float, hi: float, dtype) -> tuple[np.float32, int]:
     """ONNX's scale and zero point (onnx.reference's DynamicQuantizeLinear) in float32, saturated."""
     info = np.iinfo(dtype)
@@ -713,7 +754,8 @@ def dynamic_parameters(lo: float, hi: float, dtype) -> tuple[np.float32, int]:
 )
 def test_dynamic_quantization_parameters(values, dtype):
     x = np.float32(values)
-    scale, zero = _core.dynamic_quantization(x, dtype == np.int8)
+    scale, zero, quantized = _core.dynamic_quantization(x, dtype == np.int8)
+    assert not quantized  # no out
     expected_scale, expected_zero = dynamic_parameters(x.min(), x.max(), dtype)  # NaN propagates, as NumPy's
     assert np.float32(scale).tobytes() == expected_scale.tobytes() and zero == expected_zero
 

@@ -354,13 +354,16 @@ def dynamic_quantize_linear(
     ONNX's definition (onnx.reference's DynamicQuantizeLinear, and onnxruntime's
     ``GetQuantizationParameter``, ``onnxruntime/core/util/qmath.h``@c4780e65), in float32: the range
     widened to include 0, ``scale = (rmax - rmin) / (qmax - qmin)``, the zero point rounded half to
-    even and saturated; one compiled pass for the range and the parameters
-    (``_core.dynamic_quantization``), one for the quantization (float16 data widened exactly first).
+    even and saturated; one compiled call for the range, the parameters and the quantization
+    (``_core.dynamic_quantization``), or where its quantization declines (float16 data, widened
+    exactly first; layouts; NaN), the element-wise quantize.
     """
     y, scale_out, zero_point_out = out
     x = _readable(views["input"].astype(np.float32, copy=False))
-    scale, zero_point = _core.dynamic_quantization(x, y.dtype == np.int8)
+    scale, zero_point, quantized = _core.dynamic_quantization(x, y.dtype == np.int8, y, reciprocal_division)
     scale_out[...], zero_point_out[...] = scale, zero_point
+    if quantized:
+        return
     _call(
         _core.quantize,
         (x, np.array(scale, np.float32), np.array(zero_point, y.dtype)),

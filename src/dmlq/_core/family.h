@@ -153,4 +153,11 @@ void dmlq_average_pool(const dmlq_pool_problem *p, int threads);
 void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
                       ptrdiff_t stride, float *lo, float *hi, int threads);
 
+/* The quantization of `count` contiguous float32 values x within the range [rmin, rmax] their
+ * DYNAMIC_QUANTIZE_LINEAR scale and zero point come from (finite: no NaN, no infinity), into `count`
+ * bytes: clamp(round(x / scale) + zero_point) (x * (1 / scale) with `reciprocal`), as the element-wise
+ * quantize gives it. 1 when done; 0 where the level or a scale that is not normal leaves it to that. */
+int dmlq_dynamic_quantize(const float *x, ptrdiff_t count, float scale, int32_t zero_point, int is_signed,
+                          int reciprocal, uint8_t *out, int threads);
+
 #endif
