@@ -37,10 +37,11 @@ from .ops import (
     QuantizedLinearConvolution,
     QuantizedLinearMatrixMultiply,
 )
-from .packed import PackedB
+from .packed import PackedB, PackedFilter
 from .types import MatrixTransform
 
-Operand = Any  # per field, what its kernel reads: an ndarray, a 4-bit tensor's Nibbles, a PackedB, or None
+# per field, what its kernel reads: an ndarray, a 4-bit tensor's Nibbles, a PackedB or PackedFilter, or None
+Operand = Any
 Views = Mapping[str, Operand]
 
 
@@ -289,15 +290,20 @@ def _window(desc) -> tuple[object, ...]:
     return desc.strides, desc.dilations, desc.start_padding, desc.end_padding, desc.group_count
 
 
+def _filter(view: np.ndarray | PackedFilter) -> object:
+    """A convolution's filter as the kernels take it: its packing (OWNED_BY_DML), or the view."""
+    return view.for_kernels() if isinstance(view, PackedFilter) else _four_dimensional(view)
+
+
 def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    x, w = _four_dimensional(views["input"]), _filter(views["filter"])
     x_zero_point, w_zero_point = _vector(views["input_zero_point"]), _vector(views["filter_zero_point"])
     arrays = (x, None, x_zero_point, w, None, w_zero_point, None, None, None)
     _call(_core.convolution, arrays, _four_dimensional(out), *_window(desc), False)
 
 
 def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    x, w = _four_dimensional(views["input"]), _filter(views["filter"])
     names = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias", "output_scale",
              "output_zero_point")  # fmt: skip
     xs, xz, ws, wz, bias, ys, yz = (_vector(views[name]) for name in names)

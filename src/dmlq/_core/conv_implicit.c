@@ -430,7 +430,7 @@ static void pack_panels(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
 
 int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p) {
     memset(f, 0, sizeof *f);
-    if (dmlq_level() != DMLQ_LEVEL_VNNI || p->channels == p->groups) return 1; /* no implicit multiply */
+    if (dmlq_level() != DMLQ_LEVEL_VNNI || p->channels == p->groups || p->kernel[0] != 1) return 1; /* none */
     f->level = DMLQ_LEVEL_VNNI;
     f->out_channels = p->out_channels, f->channels = p->channels / p->groups, f->groups = p->groups;
     for (int d = 0; d < DMLQ_CONV_DIMS; d++) f->kernel[d] = p->kernel[d];

@@ -116,8 +116,9 @@ int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads);
  * -1 when memory runs out). */
 int dmlq_conv_depthwise_fits(const dmlq_conv_problem *p);
 int dmlq_conv_depthwise(const dmlq_conv_problem *p, int threads);
+
 /* Packs p's filter (its w, shapes and groups) for the current level's implicit multiply: 0, 1 when the
- * level or a depthwise filter has none (f is then empty), -1 when memory runs out. Freed by
+ * level, a depthwise or a 3-D filter has none (f is then empty), -1 when memory runs out. Freed by
  * dmlq_conv_free_filter. */
 int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p);
 void dmlq_conv_free_filter(dmlq_conv_filter *f);
