@@ -568,18 +568,19 @@ static void store_sums(const direct_job *job, ptrdiff_t m, ptrdiff_t rows, int32
     }
     const int32_t bias = p->bias && !job->quads ? p->bias[m] : 0; /* the quads' sums start from it */
     for (ptrdiff_t i = 0; bias && i < rows * stride; i++) acc[i] += bias; /* fits: checked (job->wide) */
-    /* tiles of at most MR rows of at most NR columns, copied out as the kernels' own tiles (the
-     * portable one copies rows * stride sums into a tile's room) */
+    /* tiles of as many rows as a tile's room holds (the portable requantize copies rows * stride sums
+     * there); rows wider than that room copied out one at a time */
     const dmlq_requantizer *r = &job->requantizer;
-    _Alignas(64) int32_t sums[GEMM_MR * GEMM_NR];
+    const ptrdiff_t rows_per_tile = stride <= GEMM_MAX_TILE ? GEMM_MAX_TILE / stride : 1;
+    _Alignas(64) int32_t row[GEMM_MAX_TILE];
     for (ptrdiff_t first = 0; first < width; first += r->columns)
-        for (ptrdiff_t r0 = 0; r0 < rows; r0 += GEMM_MR) {
+        for (ptrdiff_t r0 = 0; r0 < rows; r0 += rows_per_tile) {
             const ptrdiff_t columns = width - first < r->columns ? width - first : r->columns;
-            const ptrdiff_t count = rows - r0 < GEMM_MR ? rows - r0 : GEMM_MR, pitch = (columns + 15) / 16 * 16;
-            for (ptrdiff_t i = 0; i < count; i++)
-                memcpy(sums + i * pitch, acc + (r0 + i) * stride + first, sizeof(int32_t) * (size_t)columns);
-            const gemm_tile tile = {m * job->block_rows + r0, 0, count, columns, pitch, out + r0 * y_row + first * y_col,
-                                    y_row, y_col, job->zeros, job->zeros, 0};
+            const ptrdiff_t count = rows - r0 < rows_per_tile ? rows - r0 : rows_per_tile;
+            const int32_t *sums = acc + r0 * stride + first;
+            if (stride > GEMM_MAX_TILE) sums = memcpy(row, sums, sizeof(int32_t) * (size_t)columns);
+            const gemm_tile tile = {m * job->block_rows + r0, 0, count, columns, stride > GEMM_MAX_TILE ? 64 : stride,
+                                    out + r0 * y_row + first * y_col, y_row, y_col, job->zeros, job->zeros, 0};
             r->requantize(sums, &tile, &r->q);
         }
 }
