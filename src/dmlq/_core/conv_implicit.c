@@ -24,18 +24,12 @@
 
 #if DMLQ_X86
 
-enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, BAND_BYTES = 1 << 20, L1_BYTES = 32 << 10 };
+enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, BAND_BYTES = 1 << 20, L1_BYTES = 32 << 10, MAX_STRIDE = 64 };
 
 typedef struct {
     uint64_t mask;  /* lanes of a tile */
     ptrdiff_t first; /* the output position (o1 * width + o2) of the tile's lane 0 along these lanes */
 } segment;
-
-/* Where phase column fw of the plane rows reads the input: columns [lo, hi) inside, from input
- * column `column` on. */
-typedef struct {
-    ptrdiff_t lo, hi, column;
-} phase_columns;
 
 typedef struct {
     const dmlq_conv_problem *p;
@@ -47,7 +41,6 @@ typedef struct {
     ptrdiff_t chunk_groups;    /* groups of 4 k per pass over a tile's panels */
     ptrdiff_t *tap_offsets;    /* [taps]: each tap's dword from the virtual position, in a group's planes */
     uint8_t *phase_used;       /* [phases]: planes that some tap reads */
-    phase_columns *columns;    /* [sw] */
     int rows_run;              /* one phase, whose inside rows are one run of x's bytes and of a plane's */
     uint32_t x_flip;
     ptrdiff_t y_col, y_size;   /* the output positions' step and the element's size */
@@ -69,22 +62,44 @@ static uint32_t pad_dword(const implicit_job *job, ptrdiff_t q) {
     return dword;
 }
 
+/* One padded row of a group of 4 channels: `rows[j]` channel j's input row (channels beyond `channels`
+ * bytes of 0), padded column u in [0, sw * length) reading input column u - start, inside [0, in); the
+ * x_zp bytes outside, and everywhere for a row outside the input (`inside` 0). Its dwords (x' bytes:
+ * xor `flip`) go to out[u % sw][u / sw] (a NULL out: a phase no tap reads). */
+typedef struct {
+    const uint8_t *rows[4];
+    int channels, inside, sw;
+    ptrdiff_t in, start, length;
+    uint8_t zero;
+    uint32_t flip, pad;
+} padded_row;
+
 DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
 
-/* Dwords of 4 channel rows (fewer: zero bytes) at columns first, first + step, ... (count of them),
- * the bytes xor flip, into out. */
-static void interleave_channels(uint32_t *out, const uint8_t *const *rows, int channels, ptrdiff_t first,
-                                ptrdiff_t step, ptrdiff_t count, uint32_t flip) {
-    ptrdiff_t c = 0;
-    const __m512i flips = _mm512_set1_epi32((int)flip);
-    for (; channels == 4 && step == 1 && c < count; c += 4 * LANES) {
-        /* bytes of rows 0 1 and 2 3 interleaved, then their words: 128-bit lane L of d[i] holds the
-         * dwords of columns 16 L + 4 i .. 16 L + 4 i + 3, put in order by a 4 x 4 transpose of lanes;
-         * the last columns by masked loads and stores */
-        const ptrdiff_t left = count - c;
-        const __mmask64 bytes = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
+/* 64 bytes of each channel row from input column `column` on, those inside the row loaded (masked
+ * loads touch no other byte), x_zp elsewhere (0 for channels beyond the group's). */
+static void load_columns(const padded_row *row, ptrdiff_t column, __m512i *r) {
+    const ptrdiff_t lo = column < 0 ? smaller(-column, 64) : 0;
+    const ptrdiff_t hi = row->in - column >= 64 ? 64 : row->in - column > lo ? row->in - column : lo;
+    const __mmask64 inside = !row->inside || hi == lo ? 0 : (hi - lo == 64 ? ~(__mmask64)0 : ((__mmask64)1 << (hi - lo)) - 1) << lo;
+    const __m512i zero = _mm512_set1_epi8((char)row->zero);
+    for (int j = 0; j < 4; j++)
+        r[j] = j >= row->channels ? _mm512_setzero_si512()
+                                  : _mm512_mask_loadu_epi8(zero, inside, (const void *)((uintptr_t)row->rows[j] + (uintptr_t)column));
+}
+
+static __mmask16 first_lanes(ptrdiff_t count) {
+    return count >= LANES ? (__mmask16)0xffff : count > 0 ? (__mmask16)((1u << count) - 1) : 0;
+}
+
+/* A padded row with a stride of 1: 64 columns at a time, the bytes of channels 0 1 and 2 3 interleaved,
+ * then their words: 128-bit lane L of d[i] holds the dwords of columns 16 L + 4 i .. 16 L + 4 i + 3,
+ * put in order by a 4 x 4 transpose of lanes. */
+static void fill_row_stride1(const padded_row *row, uint32_t *out) {
+    const __m512i flips = _mm512_set1_epi32((int)row->flip);
+    for (ptrdiff_t u = 0; u < row->length; u += 4 * LANES) {
         __m512i r[4];
-        for (int j = 0; j < 4; j++) r[j] = _mm512_maskz_loadu_epi8(bytes, rows[j] + first + c);
+        load_columns(row, u - row->start, r);
         const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
         const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
         const __m512i d0 = _mm512_unpacklo_epi16(low01, low23), d1 = _mm512_unpackhi_epi16(low01, low23);
@@ -93,61 +108,55 @@ static void interleave_channels(uint32_t *out, const uint8_t *const *rows, int c
         const __m512i t2 = _mm512_shuffle_i64x2(d0, d1, 0xee), t3 = _mm512_shuffle_i64x2(d2, d3, 0xee);
         const __m512i dwords[4] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
                                    _mm512_shuffle_i64x2(t2, t3, 0x88), _mm512_shuffle_i64x2(t2, t3, 0xdd)};
-        for (int j = 0; j < 4 && LANES * j < left; j++) {
-            const __mmask16 lanes = left >= LANES * (j + 1) ? (__mmask16)0xffff : (__mmask16)((1u << (left - LANES * j)) - 1);
-            _mm512_mask_storeu_epi32(out + c + LANES * j, lanes, flip ? _mm512_xor_si512(dwords[j], flips) : dwords[j]);
-        }
-    }
-    for (; c < count; c++) {
-        uint32_t dword = 0;
-        for (int j = 0; j < channels; j++) dword |= (uint32_t)rows[j][first + c * step] << (8 * j);
-        out[c] = dword ^ (flip & (0xffffffffu >> (32 - 8 * channels)));
+        for (int j = 0; j < 4; j++)
+            _mm512_mask_storeu_epi32(out + u + LANES * j, first_lanes(row->length - u - LANES * j),
+                                     _mm512_xor_si512(dwords[j], flips));
     }
 }
 
-/* Columns first .. first + 2 pairs - 1 of 4 channel rows: the dwords of the even ones (first, first +
- * 2, ...) into even, of the odd ones into odd, the bytes xor flip (a horizontal stride of 2). */
-static void interleave_pairs(uint32_t *even, uint32_t *odd, const uint8_t *const *rows, ptrdiff_t first,
-                             ptrdiff_t pairs, uint32_t flip) {
-    const __m512i flips = _mm512_set1_epi32((int)flip);
+/* A padded row with a stride of 2: 32 pairs of columns at a time, per 128-bit lane of 16 columns the
+ * even bytes then the odd ones (vpshufb), interleaved as above: lane L of a part's low and high dwords
+ * holds its pairs 8 L .. 8 L + 3 and 8 L + 4 .. 8 L + 7, put in order by permuting quadwords. */
+static void fill_row_stride2(const padded_row *row, uint32_t *even, uint32_t *odd) {
+    const __m512i flips = _mm512_set1_epi32((int)row->flip);
     const __m512i split = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
     const __m512i low_order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
     const __m512i high_order = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    for (ptrdiff_t c = 0; c < pairs; c += 2 * LANES) {
-        /* per 128-bit lane of 16 columns, the even bytes then the odd ones; interleaved as in
-         * interleave_channels, lane L of a part's low and high dwords holds its pairs 8 L .. 8 L + 3
-         * and 8 L + 4 .. 8 L + 7, put in order by permuting quadwords */
-        const ptrdiff_t left = pairs - c;
-        const __mmask64 bytes = left >= 2 * LANES ? ~(__mmask64)0 : ((__mmask64)1 << (2 * left)) - 1;
+    uint32_t *outs[2] = {even, odd};
+    for (ptrdiff_t v = 0; v < row->length; v += 2 * LANES) {
         __m512i r[4];
-        for (int j = 0; j < 4; j++) r[j] = _mm512_shuffle_epi8(_mm512_maskz_loadu_epi8(bytes, rows[j] + first + 2 * c), split);
+        load_columns(row, 2 * v - row->start, r);
+        for (int j = 0; j < 4; j++) r[j] = _mm512_shuffle_epi8(r[j], split);
         const __m512i parts[2][2] = {{_mm512_unpacklo_epi8(r[0], r[1]), _mm512_unpacklo_epi8(r[2], r[3])},
                                      {_mm512_unpackhi_epi8(r[0], r[1]), _mm512_unpackhi_epi8(r[2], r[3])}};
-        uint32_t *outs[2] = {even + c, odd + c};
         for (int part = 0; part < 2; part++) {
+            if (!outs[part]) continue;
             const __m512i low = _mm512_unpacklo_epi16(parts[part][0], parts[part][1]);
             const __m512i high = _mm512_unpackhi_epi16(parts[part][0], parts[part][1]);
             const __m512i dwords[2] = {_mm512_permutex2var_epi64(low, low_order, high),
                                        _mm512_permutex2var_epi64(low, high_order, high)};
-            for (int j = 0; j < 2 && LANES * j < left; j++) {
-                const __mmask16 lanes = left >= LANES * (j + 1) ? (__mmask16)0xffff : (__mmask16)((1u << (left - LANES * j)) - 1);
-                _mm512_mask_storeu_epi32(outs[part] + LANES * j, lanes, flip ? _mm512_xor_si512(dwords[j], flips) : dwords[j]);
-            }
+            for (int j = 0; j < 2; j++)
+                _mm512_mask_storeu_epi32(outs[part] + v + LANES * j, first_lanes(row->length - v - LANES * j),
+                                         _mm512_xor_si512(dwords[j], flips));
         }
     }
 }
 
 DMLQ_END_TARGET
 
-static phase_columns columns_of(const implicit_job *job, ptrdiff_t fw) { /* job's geometry planned */
-    const dmlq_conv_problem *p = job->p;
-    /* plane column v reads input column v * sw + fw - start: inside for v in [lo, hi) */
-    const ptrdiff_t first = p->start[2] - fw, last = p->in[2] - 1 + p->start[2] - fw;
-    phase_columns c;
-    c.hi = smaller(last < 0 ? 0 : last / job->sw + 1, job->wq);
-    c.lo = smaller(first <= 0 ? 0 : (first + job->sw - 1) / job->sw, c.hi);
-    c.column = c.lo * job->sw + fw - p->start[2];
-    return c;
+/* Any stride, or x's columns apart (x_col bytes): one dword at a time. */
+static void fill_row_scalar(const padded_row *row, ptrdiff_t x_col, uint32_t *const *out) {
+    for (ptrdiff_t fw = 0; fw < row->sw; fw++)
+        for (ptrdiff_t v = 0; out[fw] && v < row->length; v++) {
+            const ptrdiff_t column = v * row->sw + fw - row->start;
+            uint32_t dword = row->pad;
+            if (row->inside && column >= 0 && column < row->in) {
+                dword = 0;
+                for (int j = 0; j < row->channels; j++) dword |= (uint32_t)row->rows[j][column * x_col] << (8 * j);
+                dword ^= row->flip;
+            }
+            out[fw][v] = dword;
+        }
 }
 
 /* The plane rows of output rows [0, rows) (rows of a phase plane from the output row's own on). */
@@ -157,72 +166,41 @@ static ptrdiff_t plane_rows(const implicit_job *job, ptrdiff_t rows) {
 }
 
 /* One group of 4 channels (q, of group g) of one image, for output rows from `row` on: its phase
- * planes that some tap reads, at `planes` (the group of channels' own), `rows` plane rows. With a
- * horizontal stride of 2 and both phases read, a row's even and odd columns are split in one pass. */
+ * planes that some tap reads, at `planes` (the group of channels' own), `rows` plane rows each. */
 static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t row, ptrdiff_t rows, ptrdiff_t g,
                         ptrdiff_t q, uint32_t *planes) {
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t c0 = g * job->cg + 4 * q, x_col = p->x_strides[4], sw = job->sw;
-    const int channels = (int)smaller(job->cg - 4 * q, 4);
-    const uint32_t pad = pad_dword(job, q), flip = job->x_flip & (0xffffffffu >> (32 - 8 * channels));
+    const ptrdiff_t c0 = g * job->cg + 4 * q, x_col = p->x_strides[4], sw = job->sw, wq = job->wq;
     const char *x = p->x + image * p->x_strides[0];
-    const phase_columns *columns = job->columns;
+    padded_row line = {.channels = (int)smaller(job->cg - 4 * q, 4), .sw = (int)sw, .in = p->in[2],
+                       .start = p->start[2], .length = wq, .zero = (uint8_t)p->x_zero_point, .pad = pad_dword(job, q)};
+    line.flip = job->x_flip & (0xffffffffu >> (32 - 8 * line.channels));
     for (ptrdiff_t fh = 0; fh < job->sh; fh++) {
-        const uint8_t *used = job->phase_used + fh * sw;
-        const int paired = sw == 2 && used[0] && used[1] && x_col == 1 && channels == 4 && columns[0].hi > columns[0].lo &&
-                           columns[1].hi > columns[1].lo &&
-                           (columns[0].column - columns[1].column == 1 || columns[1].column - columns[0].column == 1);
-        const int e = paired && columns[1].column < columns[0].column; /* with `paired`, the phase of the even columns */
-        const ptrdiff_t pairs = paired ? smaller(columns[e].hi - columns[e].lo, columns[!e].hi - columns[!e].lo) : 0;
         ptrdiff_t r = 0;
-        if (job->rows_run) { /* the inside rows as one run: one call */
-            const ptrdiff_t first = smaller(rows, p->start[1] > row ? p->start[1] - row : 0);
-            const ptrdiff_t last = smaller(rows, p->in[1] + p->start[1] - row > first ? p->in[1] + p->start[1] - row : first);
-            for (ptrdiff_t v = 0; v < first * job->wq; v++) planes[v] = pad;
-            const uint8_t *rows_at[4];
-            for (int j = 0; j < channels; j++)
-                rows_at[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + (row + first - p->start[1]) * p->x_strides[3];
-            interleave_channels(planes + first * job->wq, rows_at, channels, 0, 1, (last - first) * job->wq, flip);
-            for (ptrdiff_t v = last * job->wq; v < rows * job->wq; v++) planes[v] = pad;
+        if (job->rows_run) { /* the rows as one run of x's bytes and of the plane's dwords */
+            line.inside = 1, line.in = p->in[1] * wq, line.start = (p->start[1] - row) * wq, line.length = rows * wq;
+            for (int j = 0; j < line.channels; j++) line.rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1];
+            fill_row_stride1(&line, planes);
             r = rows;
         }
         for (; r < rows; r++) {
             const ptrdiff_t i1 = (row + r) * job->sh + fh - p->start[1];
-            const int inside = i1 >= 0 && i1 < p->in[1];
-            const uint8_t *rows[4];
-            for (int j = 0; j < channels; j++)
-                rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + i1 * p->x_strides[3];
-            uint32_t *phase_rows = planes + fh * sw * job->plane + r * job->wq;
-            if (inside && pairs)
-                interleave_pairs(phase_rows + e * job->plane + columns[e].lo, phase_rows + !e * job->plane + columns[!e].lo,
-                                 rows, columns[e].column, pairs, flip);
-            for (ptrdiff_t fw = 0; fw < sw; fw++) {
-                if (!used[fw]) continue;
-                const phase_columns c = columns[fw];
-                uint32_t *out = phase_rows + fw * job->plane;
-                if (!inside || c.hi <= c.lo) {
-                    for (ptrdiff_t v = 0; v < job->wq; v++) out[v] = pad;
-                    continue;
-                }
-                for (ptrdiff_t v = 0; v < c.lo; v++) out[v] = pad;
-                for (ptrdiff_t v = c.hi; v < job->wq; v++) out[v] = pad;
-                const ptrdiff_t from = c.lo + pairs, column = c.column + pairs * sw;
-                if (x_col == 1) {
-                    interleave_channels(out + from, rows, channels, column, sw, c.hi - from, flip);
-                    continue;
-                }
-                for (ptrdiff_t v = from; v < c.hi; v++) {
-                    uint32_t dword = 0;
-                    for (int j = 0; j < channels; j++)
-                        dword |= (uint32_t)rows[j][(column + (v - from) * sw) * x_col] << (8 * j);
-                    out[v] = dword ^ flip;
-                }
-            }
+            line.inside = i1 >= 0 && i1 < p->in[1];
+            for (int j = 0; j < line.channels; j++)
+                line.rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1] + i1 * p->x_strides[3];
+            uint32_t *out[MAX_STRIDE];
+            for (ptrdiff_t fw = 0; fw < sw; fw++)
+                out[fw] = job->phase_used[fh * sw + fw] ? planes + (fh * sw + fw) * job->plane + r * wq : NULL;
+            if (x_col == 1 && sw == 1)
+                fill_row_stride1(&line, out[0]);
+            else if (x_col == 1 && sw == 2)
+                fill_row_stride2(&line, out[0], out[1]);
+            else
+                fill_row_scalar(&line, x_col, out);
         }
-        for (ptrdiff_t fw = 0; fw < sw; fw++) {
-            uint32_t *plane = planes + (fh * sw + fw) * job->plane;
-            if (used[fw]) memset(plane + rows * job->wq, 0, sizeof(uint32_t) * (size_t)(job->plane - rows * job->wq));
-        }
+        for (ptrdiff_t fw = 0; fw < sw; fw++)
+            if (job->phase_used[fh * sw + fw])
+                memset(planes + (fh * sw + fw) * job->plane + rows * wq, 0, sizeof(uint32_t) * (size_t)(job->plane - rows * wq));
     }
 }
 
@@ -477,12 +455,12 @@ int dmlq_conv_implicit_fits(const dmlq_conv_problem *p) {
     const int two_d = p->in[0] == 1 && p->kernel[0] == 1 && p->out[0] == 1;
     const ptrdiff_t k = p->channels / p->groups * p->kernel[1] * p->kernel[2];
     const int exact = p->y_type == DMLQ_I32 || (double)k * 65025.0 + (double)largest_bias(p) <= INT32_MAX;
-    return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && exact && p->channels != p->groups;
+    return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && exact && p->channels != p->groups && p->stride[2] <= MAX_STRIDE;
 }
 
 /* The work of bands of `rows` output rows over every image, in cycles at the kernel's rate: its
  * tiles' lanes times their k groups and panels (8 products of 16 lanes by vpdpbusd, 2 a cycle) and
- * its planes' dwords (about a fifth of a cycle each, by interleave_channels). */
+ * its planes' dwords (about a fifth of a cycle each, by fill_row_stride1). */
 static double bands_cost(const implicit_job *job, ptrdiff_t rows) {
     const dmlq_conv_problem *p = job->p;
     ptrdiff_t used = 0, lanes = 0, plane_dwords = 0;
@@ -520,8 +498,8 @@ static void plan_bands(implicit_job *job, int threads) {
     job->bands = (height + job->band_rows - 1) / job->band_rows;
 }
 
-/* The planes' and tiles' geometry; the taps' offsets, the phases they read and the phases' columns
- * (tap_offsets, phase_used and columns allocated by the caller). */
+/* The planes' and tiles' geometry; the taps' offsets and the phases they read (tap_offsets and
+ * phase_used allocated by the caller). */
 static void plan(implicit_job *job, int threads) {
     const dmlq_conv_problem *p = job->p;
     job->cg = p->channels / p->groups, job->mg = p->out_channels / p->groups, job->cq = (job->cg + 3) / 4;
@@ -544,9 +522,8 @@ static void plan(implicit_job *job, int threads) {
         job->tap_offsets[t] = phase * job->plane + rows / job->sh * job->wq + columns / job->sw;
     }
     job->x_flip = p->x_signed ? 0x80808080u : 0;
-    for (ptrdiff_t fw = 0; fw < job->sw; fw++) job->columns[fw] = columns_of(job, fw);
-    job->rows_run = job->phases == 1 && job->columns[0].lo == 0 && job->columns[0].hi == job->wq &&
-                    job->columns[0].column == 0 && p->x_strides[4] == 1 && p->x_strides[3] == job->wq;
+    job->rows_run = job->phases == 1 && p->start[2] == 0 && p->in[2] == job->wq && p->x_strides[4] == 1 &&
+                    p->x_strides[3] == job->wq;
     /* a chunk's planes bytes and a panel's filter bytes within L1_BYTES */
     const ptrdiff_t chunks = (job->k_groups * (NR + MR) * 4 + L1_BYTES - 1) / L1_BYTES;
     job->chunk_groups = (job->k_groups + chunks - 1) / chunks;
@@ -559,8 +536,7 @@ int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
     implicit_job job = {.p = p};
     job.tap_offsets = malloc(sizeof(ptrdiff_t) * (size_t)(p->kernel[1] * p->kernel[2]));
     job.phase_used = calloc((size_t)(p->stride[1] * p->stride[2]), 1);
-    job.columns = malloc(sizeof(phase_columns) * (size_t)p->stride[2]);
-    int kept = 0, status = job.tap_offsets && job.phase_used && job.columns ? 0 : -1;
+    int kept = 0, status = job.tap_offsets && job.phase_used ? 0 : -1;
     dmlq_conv_filter own = {0};
     if (!status) {
         plan(&job, threads);
@@ -578,7 +554,6 @@ int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
     if (job.planes) dmlq_gemm_workspace_give(job.planes, kept);
     free(job.tap_offsets);
     free(job.phase_used);
-    free(job.columns);
     return status;
 }
 
