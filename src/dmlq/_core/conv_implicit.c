@@ -78,7 +78,7 @@ DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
 
 /* 64 bytes of each channel row from input column `column` on, those inside the row loaded (masked
  * loads touch no other byte), x_zp elsewhere (0 for channels beyond the group's). */
-static void load_columns(const padded_row *row, ptrdiff_t column, __m512i *r) {
+static inline __attribute__((always_inline)) void load_columns(const padded_row *row, ptrdiff_t column, __m512i *r) {
     const ptrdiff_t lo = column < 0 ? smaller(-column, 64) : 0;
     const ptrdiff_t hi = row->in - column >= 64 ? 64 : row->in - column > lo ? row->in - column : lo;
     const __mmask64 inside = !row->inside || hi == lo ? 0 : (hi - lo == 64 ? ~(__mmask64)0 : ((__mmask64)1 << (hi - lo)) - 1) << lo;
@@ -95,7 +95,7 @@ static __mmask16 first_lanes(ptrdiff_t count) {
 /* A padded row with a stride of 1: 64 columns at a time, the bytes of channels 0 1 and 2 3 interleaved,
  * then their words: 128-bit lane L of d[i] holds the dwords of columns 16 L + 4 i .. 16 L + 4 i + 3,
  * put in order by a 4 x 4 transpose of lanes. */
-static void fill_row_stride1(const padded_row *row, uint32_t *out) {
+static inline __attribute__((always_inline)) void fill_row_stride1(const padded_row *row, uint32_t *out) {
     const __m512i flips = _mm512_set1_epi32((int)row->flip);
     for (ptrdiff_t u = 0; u < row->length; u += 4 * LANES) {
         __m512i r[4];
@@ -117,7 +117,7 @@ static void fill_row_stride1(const padded_row *row, uint32_t *out) {
 /* A padded row with a stride of 2: 32 pairs of columns at a time, per 128-bit lane of 16 columns the
  * even bytes then the odd ones (vpshufb), interleaved as above: lane L of a part's low and high dwords
  * holds its pairs 8 L .. 8 L + 3 and 8 L + 4 .. 8 L + 7, put in order by permuting quadwords. */
-static void fill_row_stride2(const padded_row *row, uint32_t *even, uint32_t *odd) {
+static inline __attribute__((always_inline)) void fill_row_stride2(const padded_row *row, uint32_t *even, uint32_t *odd) {
     const __m512i flips = _mm512_set1_epi32((int)row->flip);
     const __m512i split = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
     const __m512i low_order = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
@@ -139,6 +139,27 @@ static void fill_row_stride2(const padded_row *row, uint32_t *even, uint32_t *od
                 _mm512_mask_storeu_epi32(outs[part] + v + LANES * j, first_lanes(row->length - v - LANES * j),
                                          _mm512_xor_si512(dwords[j], flips));
         }
+    }
+}
+
+/* A padded row of a stride of 1, not inlined (rows_run's one call). */
+static void fill_run(const padded_row *line, uint32_t *out) { fill_row_stride1(line, out); }
+
+/* Plane rows [0, rows) of a group of channels (channel 0's plane at `channel`) whose first reads input
+ * row `i1` (then i1 + sh, ...), strides 1 and 2 of adjacent columns, into the phases' rows at
+ * first[fw] (wq dwords apart; NULL: unread). */
+static void fill_rows_vector(const implicit_job *job, padded_row *line, const char *channel, ptrdiff_t i1, ptrdiff_t rows,
+                             uint32_t *const *first) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t row_step = job->sh * p->x_strides[3], wq = job->wq;
+    for (int j = 0; j < line->channels; j++) line->rows[j] = (const uint8_t *)channel + j * p->x_strides[1] + i1 * p->x_strides[3];
+    for (ptrdiff_t r = 0; r < rows; r++, i1 += job->sh) {
+        line->inside = i1 >= 0 && i1 < p->in[1];
+        if (job->sw == 1)
+            fill_row_stride1(line, first[0] + r * wq);
+        else
+            fill_row_stride2(line, first[0] ? first[0] + r * wq : NULL, first[1] ? first[1] + r * wq : NULL);
+        for (int j = 0; j < line->channels; j++) line->rows[j] += row_step;
     }
 }
 
@@ -180,7 +201,14 @@ static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t row,
         if (job->rows_run) { /* the rows as one run of x's bytes and of the plane's dwords */
             line.inside = 1, line.in = p->in[1] * wq, line.start = (p->start[1] - row) * wq, line.length = rows * wq;
             for (int j = 0; j < line.channels; j++) line.rows[j] = (const uint8_t *)x + (c0 + j) * p->x_strides[1];
-            fill_row_stride1(&line, planes);
+            fill_run(&line, planes);
+            r = rows;
+        }
+        if (r < rows && x_col == 1 && sw <= 2) {
+            uint32_t *first[2] = {NULL, NULL};
+            for (ptrdiff_t fw = 0; fw < sw; fw++)
+                first[fw] = job->phase_used[fh * sw + fw] ? planes + (fh * sw + fw) * job->plane : NULL;
+            fill_rows_vector(job, &line, x + c0 * p->x_strides[1], row * job->sh + fh - p->start[1], rows, first);
             r = rows;
         }
         for (; r < rows; r++) {
@@ -191,12 +219,7 @@ static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t row,
             uint32_t *out[MAX_STRIDE];
             for (ptrdiff_t fw = 0; fw < sw; fw++)
                 out[fw] = job->phase_used[fh * sw + fw] ? planes + (fh * sw + fw) * job->plane + r * wq : NULL;
-            if (x_col == 1 && sw == 1)
-                fill_row_stride1(&line, out[0]);
-            else if (x_col == 1 && sw == 2)
-                fill_row_stride2(&line, out[0], out[1]);
-            else
-                fill_row_scalar(&line, x_col, out);
+            fill_row_scalar(&line, x_col, out);
         }
         for (ptrdiff_t fw = 0; fw < sw; fw++)
             if (job->phase_used[fh * sw + fw])
