@@ -16,7 +16,7 @@
 
 #if DMLQ_X86
 
-enum { LANES = 16, VECTORS = 4, BLOCK_ROWS = 8, MAX_ROWS = 64 /* of the kernel */ };
+enum { LANES = 16, VECTORS = 4, PAIR = 2, BLOCK_ROWS = 8, MAX_ROWS = 64 /* of the kernel */ };
 
 typedef struct {
     const dmlq_conv_problem *p;
@@ -120,13 +120,21 @@ DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* `count` vectors of sums from vector v0 on (the constant included, w_zp' sum x' subtracted) of an
- * output row whose kernel rows read `rows`, with channel m's weights w ([kh][groups]). Everything in
- * locals: the accumulators stay in registers. */
-static ALWAYS_INLINE void row_sums(const depthwise_job *job, const uint8_t *const *rows, const int32_t *w,
-                                   const conv_channel *c, ptrdiff_t v0, const int count, __m512i *sums) {
+/* An input row a pair of output rows reads, and at which kernel row each of them (-1: not). */
+typedef struct {
+    const uint8_t *row;
+    int kernel_row[PAIR];
+} input_row;
+
+/* `count` vectors of sums from vector v0 on (the constant included, w_zp' sum x' subtracted) of
+ * `rows` (1 or 2) output rows reading `inputs`, with channel m's weights w ([kh][groups]): each input
+ * row's quads built once for both output rows. Everything in locals: the accumulators stay in
+ * registers. */
+static ALWAYS_INLINE void rows_sums(const depthwise_job *job, const input_row *inputs, ptrdiff_t input_count,
+                                    const int32_t *w, const conv_channel *c, ptrdiff_t v0, const int rows,
+                                    const int count, __m512i (*sums)[VECTORS]) {
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t kh = p->kernel[1], groups = job->groups;
+    const ptrdiff_t groups = job->groups;
     const int x_signed = p->x_signed, w_zero = c->w_zero;
     const ptrdiff_t *offsets = job->offsets + v0 * groups;
     const uint64_t *masks = job->masks + v0 * groups;
@@ -134,53 +142,97 @@ static ALWAYS_INLINE void row_sums(const depthwise_job *job, const uint8_t *cons
     const __m512i lane_step = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i gather = _mm512_add_epi32(index, _mm512_mullo_epi32(lane_step, _mm512_set1_epi32((int)(p->stride[2] - 1))));
     const __m512i zero_point = _mm512_set1_epi8((char)p->x_zero_point), flip = _mm512_set1_epi8((char)0x80);
-    __m512i acc[VECTORS], window[VECTORS];
-    for (int j = 0; j < count; j++) acc[j] = _mm512_set1_epi32(c->constant), window[j] = _mm512_setzero_si512();
-    for (ptrdiff_t k1 = 0; k1 < kh; k1++) {
-        const uint8_t *row = rows[k1];
-        for (ptrdiff_t g = 0; g < groups; g++, w++) {
+    __m512i acc[PAIR][VECTORS], window[PAIR][VECTORS];
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < count; j++) acc[r][j] = _mm512_set1_epi32(c->constant), window[r][j] = _mm512_setzero_si512();
+    for (ptrdiff_t e = 0; e < input_count; e++) {
+        const uint8_t *row = inputs[e].row;
+        for (ptrdiff_t g = 0; g < groups; g++) {
             const __m512i control = _mm512_loadu_si512((const void *)(job->controls + 64 * g));
             for (int j = 0; j < count; j++) {
                 __m512i bytes = _mm512_mask_loadu_epi8(zero_point, masks[j * groups + g], row + offsets[j * groups + g]);
                 if (x_signed) bytes = _mm512_xor_si512(bytes, flip);
                 const __m512i quads = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(gather, bytes), control);
-                acc[j] = conv_dpbusd(acc[j], quads, w);
-                if (w_zero) window[j] = conv_dpbusd(window[j], quads, &job->ones[g]);
+                for (int r = 0; r < rows; r++) {
+                    const int k1 = inputs[e].kernel_row[r];
+                    if (k1 < 0) continue;
+                    acc[r][j] = conv_dpbusd(acc[r][j], quads, w + k1 * groups + g);
+                    if (w_zero) window[r][j] = conv_dpbusd(window[r][j], quads, &job->ones[g]);
+                }
             }
         }
     }
     const __m512i w_zeros = _mm512_set1_epi32(w_zero);
-    for (int j = 0; j < count; j++) sums[j] = w_zero ? _mm512_sub_epi32(acc[j], _mm512_mullo_epi32(w_zeros, window[j])) : acc[j];
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < count; j++)
+            sums[r][j] = w_zero ? _mm512_sub_epi32(acc[r][j], _mm512_mullo_epi32(w_zeros, window[r][j])) : acc[r][j];
 }
 
-/* Output row o1 of channel m (at out), VECTORS vectors at a time; `channel` the input channel's plane. */
-static void output_row(const depthwise_job *job, const char *channel, ptrdiff_t m, ptrdiff_t o1, char *out) {
+/* The input rows output rows o1 .. o1 + rows - 1 (rows: 1 or 2) of a channel (its plane `channel`)
+ * read, each once, in order: `inputs`, their count returned. */
+static ptrdiff_t input_rows(const depthwise_job *job, const char *channel, ptrdiff_t o1, int rows, input_row *inputs) {
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t width = p->out[2], kh = p->kernel[1];
-    const conv_channel *c = &job->out.channels[m];
-    const int32_t *w = job->weights + m * kh * job->groups;
-    const uint8_t *rows[MAX_ROWS];
-    for (ptrdiff_t k1 = 0; k1 < kh; k1++) {
-        const ptrdiff_t i1 = o1 * p->stride[1] - p->start[1] + k1 * p->dilation[1];
-        rows[k1] = i1 >= 0 && i1 < p->in[1] ? (const uint8_t *)channel + i1 * p->x_strides[3] : job->pad_row + job->pad_offset;
+    ptrdiff_t count = 0, last = PTRDIFF_MIN;
+    /* input row o s - start + k1 d of output row o: rows of both merged in increasing order */
+    ptrdiff_t next[PAIR] = {0, 0};
+    for (;;) {
+        ptrdiff_t smallest = PTRDIFF_MAX;
+        for (int r = 0; r < rows; r++)
+            if (next[r] < p->kernel[1])
+                smallest = smaller(smallest, (o1 + r) * p->stride[1] - p->start[1] + next[r] * p->dilation[1]);
+        if (smallest == PTRDIFF_MAX) return count;
+        if (smallest != last) {
+            inputs[count].row = smallest >= 0 && smallest < p->in[1] ? (const uint8_t *)channel + smallest * p->x_strides[3]
+                                                                     : job->pad_row + job->pad_offset;
+            inputs[count].kernel_row[0] = inputs[count].kernel_row[1] = -1;
+            count++, last = smallest;
+        }
+        for (int r = 0; r < rows; r++)
+            if (next[r] < p->kernel[1] && (o1 + r) * p->stride[1] - p->start[1] + next[r] * p->dilation[1] == smallest)
+                inputs[count - 1].kernel_row[r] = (int)next[r]++;
     }
+}
+
+/* The sums of `rows` output rows for `count` vectors from v0 on, the accumulators' counts compiled. */
+static ALWAYS_INLINE void sums_of(const depthwise_job *job, const input_row *inputs, ptrdiff_t input_count,
+                                  const int32_t *w, const conv_channel *c, ptrdiff_t v0, int rows, int count,
+                                  __m512i (*sums)[VECTORS]) {
+    switch (rows * 8 + count) {
+    case 20: rows_sums(job, inputs, input_count, w, c, v0, 2, 4, sums); break;
+    case 19: rows_sums(job, inputs, input_count, w, c, v0, 2, 3, sums); break;
+    case 18: rows_sums(job, inputs, input_count, w, c, v0, 2, 2, sums); break;
+    case 17: rows_sums(job, inputs, input_count, w, c, v0, 2, 1, sums); break;
+    case 12: rows_sums(job, inputs, input_count, w, c, v0, 1, 4, sums); break;
+    case 11: rows_sums(job, inputs, input_count, w, c, v0, 1, 3, sums); break;
+    case 10: rows_sums(job, inputs, input_count, w, c, v0, 1, 2, sums); break;
+    default: rows_sums(job, inputs, input_count, w, c, v0, 1, 1, sums); break;
+    }
+}
+
+/* Output rows o1 .. o1 + rows - 1 (rows: 1 or 2) of channel m (row o1 at out), VECTORS vectors at a
+ * time; `channel` the input channel's plane. */
+static void output_rows(const depthwise_job *job, const char *channel, ptrdiff_t m, ptrdiff_t o1, int rows, char *out) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t width = p->out[2];
+    const conv_channel *c = &job->out.channels[m];
+    const int32_t *w = job->weights + m * p->kernel[1] * job->groups;
+    input_row inputs[PAIR * MAX_ROWS];
+    const ptrdiff_t input_count = input_rows(job, channel, o1, rows, inputs);
     for (ptrdiff_t v0 = 0; v0 < job->vectors; v0 += VECTORS) {
         const int count = (int)smaller(job->vectors - v0, VECTORS);
         const ptrdiff_t left = width - LANES * v0; /* outputs of these vectors: up to 64 */
-        __m512i acc[VECTORS];
-        switch (count) { /* the accumulators stay in registers */
-        case 4: row_sums(job, rows, w, c, v0, 4, acc); break;
-        case 3: row_sums(job, rows, w, c, v0, 3, acc); break;
-        case 2: row_sums(job, rows, w, c, v0, 2, acc); break;
-        default: row_sums(job, rows, w, c, v0, 1, acc); break;
-        }
         const uint64_t valid = left >= 64 ? ~0ull : (1ull << left) - 1;
-        if (job->out.requantized) {
-            _mm512_mask_storeu_epi8(out + LANES * v0, valid, conv_requantize(&job->out, m, acc, count, valid));
-            continue;
+        __m512i sums[PAIR][VECTORS];
+        sums_of(job, inputs, input_count, w, c, v0, rows, count, sums);
+        for (int r = 0; r < rows; r++) {
+            char *row_out = out + r * p->y_strides[3];
+            if (job->out.requantized) {
+                _mm512_mask_storeu_epi8(row_out + LANES * v0, valid, conv_requantize(&job->out, m, sums[r], count, valid));
+                continue;
+            }
+            for (int j = 0; j < count; j++)
+                _mm512_mask_storeu_epi32(row_out + 4 * LANES * (v0 + j), (__mmask16)(valid >> (LANES * j)), sums[r][j]);
         }
-        for (int j = 0; j < count; j++)
-            _mm512_mask_storeu_epi32(out + 4 * LANES * (v0 + j), (__mmask16)(valid >> (LANES * j)), acc[j]);
     }
 }
 
@@ -196,7 +248,8 @@ static void depthwise_task(void *context, int thread, int threads) {
         const ptrdiff_t first = unit % job->blocks * BLOCK_ROWS, last = smaller(first + BLOCK_ROWS, p->out[1]);
         const char *channel = p->x + n * p->x_strides[0] + m / multiplier * p->x_strides[1];
         char *out = p->y + n * p->y_strides[0] + m * p->y_strides[1];
-        for (ptrdiff_t o1 = first; o1 < last; o1++) output_row(job, channel, m, o1, out + o1 * p->y_strides[3]);
+        for (ptrdiff_t o1 = first; o1 < last; o1 += PAIR)
+            output_rows(job, channel, m, o1, (int)smaller(last - o1, PAIR), out + o1 * p->y_strides[3]);
     }
 }
 
