@@ -186,6 +186,13 @@ static ptrdiff_t plane_rows(const implicit_job *job, ptrdiff_t rows) {
     return round_up((rows - 1) * job->sh + (p->kernel[1] - 1) * p->dilation[1] + 1, job->sh) / job->sh;
 }
 
+/* Whether some tap reads a phase plane of rows fh, fh + sh, ... */
+static int row_phases_used(const implicit_job *job, ptrdiff_t fh) {
+    for (ptrdiff_t fw = 0; fw < job->sw; fw++)
+        if (job->phase_used[fh * job->sw + fw]) return 1;
+    return 0;
+}
+
 /* One group of 4 channels (q, of group g) of one image, for output rows from `row` on: its phase
  * planes that some tap reads, at `planes` (the group of channels' own), `rows` plane rows each. */
 static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t row, ptrdiff_t rows, ptrdiff_t g,
@@ -197,6 +204,7 @@ static void fill_planes(const implicit_job *job, ptrdiff_t image, ptrdiff_t row,
                        .start = p->start[2], .length = wq, .zero = (uint8_t)p->x_zero_point, .pad = pad_dword(job, q)};
     line.flip = job->x_flip & (0xffffffffu >> (32 - 8 * line.channels));
     for (ptrdiff_t fh = 0; fh < job->sh; fh++) {
+        if (!row_phases_used(job, fh)) continue; /* e.g. a 1 x k kernel's odd rows of a stride of 2 */
         ptrdiff_t r = 0;
         if (job->rows_run) { /* the rows as one run of x's bytes and of the plane's dwords */
             line.inside = 1, line.in = p->in[1] * wq, line.start = (p->start[1] - row) * wq, line.length = rows * wq;
