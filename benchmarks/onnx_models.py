@@ -13,9 +13,11 @@ at batch 1. Per model and thread count the contenders take turns: ``--rounds`` r
 ``--repeats`` runs each (after a warm-up); a figure is the median over the rounds of each round's
 median, so that the machine's load falls on both sides alike. The table gives the best thread
 count of each side against the other's best, the ratio (targets: at most 1.0, at batch 1 at most
-2.0), and where dmlq's time goes: dmlq's operators (``CompiledOperator.execute``), onnxruntime's
-sessions for the other nodes (``InferenceSession.run``: the floor dmlq cannot go under while
-those nodes are onnxruntime's) and the rest (binding and bookkeeping).
+2.0), and where dmlq's time goes: dmlq's kernels (``CompiledOperator.run_arrays``), the binding
+of their buffers (the rest of ``CompiledOperator.execute``), onnxruntime's sessions for the other
+nodes (``InferenceSession.run``: the floor dmlq cannot go under while those nodes are
+onnxruntime's) and the runner's bookkeeping (the rest of ``dmlq.onnx.run``: inputs checked, operands
+and outputs handed from step to step).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ _SPEC = importlib.util.spec_from_file_location(
 make_models = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(make_models)
 
-PARTS = ("operators", "other nodes")
+PARTS = ("operators", "kernels", "other nodes")
 NOT_LAYER_NORM = ["MatMul", "Add", "Mul", "Conv", "Gemm", "MaxPool", "Relu", "Transpose", "Softmax", "Erf"]
 
 
@@ -85,12 +87,14 @@ def median_seconds(call: Callable[[], object], repeats: int) -> float:
 
 
 class PartTimer:
-    """Seconds spent in dmlq's operators and in onnxruntime's sessions while it is installed."""
+    """Seconds spent in dmlq's operators (their kernels among them) and in onnxruntime's sessions while
+    it is installed."""
 
     def __init__(self) -> None:
         self.spent = dict.fromkeys(PARTS, 0.0)
         self._originals = {
             (CompiledOperator, "execute"): ("operators", CompiledOperator.execute),
+            (CompiledOperator, "run_arrays"): ("kernels", CompiledOperator.run_arrays),
             (onnxruntime.InferenceSession, "run"): ("other nodes", onnxruntime.InferenceSession.run),
         }
 
@@ -115,16 +119,21 @@ class PartTimer:
 
 
 def parts_of_a_run(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) -> dict[str, float]:
-    """Median seconds per dmlq run in its operators, in the other nodes' sessions, and in the rest."""
+    """Median seconds per dmlq run in its kernels, in binding their buffers, in the other nodes'
+    sessions, and in the runner's bookkeeping."""
     samples = []
     for _ in range(repeats):
         with PartTimer() as timer:
             start = time.perf_counter()
             dx.run(model, feeds)
             total = time.perf_counter() - start
-        parts = dict(timer.spent)
-        parts["bookkeeping"] = total - sum(parts.values())
-        samples.append(parts)
+        spent = timer.spent
+        samples.append({
+            "kernels": spent["kernels"],
+            "binding": spent["operators"] - spent["kernels"],
+            "other nodes": spent["other nodes"],
+            "bookkeeping": total - spent["operators"] - spent["other nodes"],
+        })  # fmt: skip
     return {part: statistics.median(sample[part] for sample in samples) for part in samples[0]}
 
 
@@ -173,7 +182,7 @@ def main() -> None:
     print(f"threads {args.threads}; interleaved, median of {args.rounds} rounds of {args.repeats} runs")
     print(
         "| model | dmlq.onnx.run (threads) | onnxruntime CPU (threads) | ratio "
-        "| dmlq: operators / other nodes / bookkeeping |"
+        "| dmlq: kernels / binding / other nodes / bookkeeping |"
     )
     print("|---|---|---|---|---|")
     previous = dmlq.get_num_threads()

@@ -58,6 +58,8 @@ def numpy_layer_and_command_line() -> None:
     weights = np.int8([[1, -1], [2, 5]])
     int4 = dmlq.quantize_linear(np.float32([[0.5, -3, 9, 2]]), np.float32([[1, 0.5]]), dtype="int4",
                                 axis=1, block_size=2)  # fmt: skip
+    image = np.arange(18, dtype=np.uint8).reshape(1, 2, 3, 3)  # [N, C, H, W]
+    filters = np.int8([[[[1]], [[-1]]], [[[2]], [[1]]]])  # two 1 x 1 filters
     calls: dict[str, Callable[[], object]] = {
         "quantize_linear": lambda: [
             dmlq.quantize_linear([0.5, 1.5, 2.5], 1.0),
@@ -88,6 +90,32 @@ def numpy_layer_and_command_line() -> None:
             1.0,
             None,
         ),  # fmt: skip
+        "quantized_linear_convolution": lambda: dmlq.quantized_linear_convolution(
+            image,
+            0.5,
+            None,
+            filters,
+            np.float32([1, 0.5]).reshape(2, 1, 1, 1),
+            None,
+            [[[3]], [[-3]]],
+            1.0,
+            None,
+            start_padding=[1, 1],
+        ),
+        "convolution_integer": lambda: dmlq.convolution_integer(
+            image[:, :, 0], np.uint8(1), filters[:, :, 0], None, strides=[2]
+        ),
+        "quantized_linear_average_pooling": lambda: dmlq.quantized_linear_average_pooling(
+            image, 0.5, None, 0.25, np.uint8(3), window_size=[2, 2], include_padding=True
+        ),
+        "matrix_multiply_integer": lambda: dmlq.matrix_multiply_integer(
+            np.uint8([[1, 2], [3, 4]]), np.uint8([[1], [2]]), weights, None
+        ),
+        "matrix_multiply_integer_to_float": lambda: dmlq.matrix_multiply_integer_to_float(
+            np.int16([[1, 2], [3, 4]]), 0.5, None, np.int16([[1], [-1]]), np.float16(0.25), None
+        ),
+        "dynamic_quantize_linear": lambda: dmlq.dynamic_quantize_linear([0.0, 2.0, -3.0], dtype="int8"),
+        "gemm": lambda: dmlq.gemm(np.float32([[1, 2]]), np.float32([[3], [4]]), 1.0, fused_activation="relu"),
         "pack_int4": lambda: dmlq.pack_int4(int4),
         "unpack_int4": lambda: dmlq.unpack_int4(dmlq.pack_int4(int4), int4.shape, int4.dtype),
         "get_num_threads": dmlq.get_num_threads,

@@ -1,4 +1,6 @@
-"""Test helpers for dmlq.onnx: one-node models and each mapped step recomputed with dmlq's NumPy layer."""
+"""Test helpers for dmlq.onnx: one-node models and each mapped step recomputed from ONNX's meaning of
+its operands: with dmlq's NumPy layer, or, for the operators it has no call for, with dmlq's
+reference formulas (the windows, layouts and defaults read here from the node's attributes)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from dmlq.onnx.steps import Step
 ACTIVATIONS = {
     "Relu": lambda node: "relu",
     "Sigmoid": lambda node: "sigmoid",
-    "LeakyRelu": lambda node: dmlq.activations.LeakyRelu(alpha=_attr(node, "alpha", 0.01)),
+    "LeakyRelu": lambda node: dmlq.activations.LeakyRelu(alpha=_attr(node, "fused_alpha", 0.01)),
     "HardSigmoid": lambda node: dmlq.activations.HardSigmoid(
-        alpha=_attr(node, "alpha", 0.2), beta=_attr(node, "beta", 0.5)
+        alpha=_attr(node, "fused_alpha", 0.2), beta=_attr(node, "fused_beta", 0.5)
     ),
 }
 
@@ -144,7 +146,144 @@ def numpy_layer(step: Step, values: dict[str, np.ndarray]) -> np.ndarray:
             per_row[3],
             dtype=None if zy is not None else a.dtype,
         )
-    raise AssertionError(f"no NumPy layer for {step.operator}")
+    family = FAMILY.get(step.operators)
+    if family is None:
+        raise AssertionError(f"no NumPy layer for {step.operator_name}")
+    return family(node, operands)
+
+
+def _rows(value):
+    """A per-row operand ([M] or a scalar) as the reference's [M, 1] column."""
+    return value.reshape(-1, 1) if value is not None and value.ndim == 1 and value.size > 1 else value
+
+
+def _window(node, x, window=None):
+    """ONNX's window attributes: strides, dilations, pads (SAME_UPPER / SAME_LOWER: ONNX's padding
+    for ``ceil(in / stride)`` outputs, the odd one at the end or the start)."""
+    count = x.ndim - 2
+    strides, dilations = _attr(node, "strides", [1] * count), _attr(node, "dilations", [1] * count)
+    pads = _attr(node, "pads", [0] * 2 * count)
+    mode = _attr(node, "auto_pad", "NOTSET")
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        totals = [max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+                  for size, s, k, d in zip(x.shape[2:], strides, window, dilations)]  # fmt: skip
+        starts = [t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in totals]
+        pads = starts + [t - start for t, start in zip(totals, starts)]
+    return {
+        "strides": strides,
+        "dilations": dilations,
+        "start_padding": pads[:count],
+        "end_padding": pads[count:],
+    }
+
+
+def _qlinear_conv(node, operands):
+    x, xs, xz, w, ws, wz, bias, ys, yz = operands
+    dtype = yz.dtype if yz is not None else x.dtype
+    return dmlq.reference.quantized_linear_convolution(
+        x, xs, xz, w, ws.reshape(-1), wz, bias, ys, yz, dtype, group_count=_attr(node, "group", 1),
+        **_window(node, x, w.shape[2:]),
+    )  # fmt: skip
+
+
+def _conv_integer(node, operands):
+    x, xz, w, wz = operands
+    return dmlq.reference.convolution_integer(
+        x, xz, w, wz, group_count=_attr(node, "group", 1), **_window(node, x)
+    )
+
+
+def _matmul_integer(node, operands):
+    a, az, b, bz = operands
+    return dmlq.reference.matrix_multiply_integer(a, _rows(az), b, bz)
+
+
+def _integer_to_float(node, operands):
+    a, a_scale, az, b, b_scale, bz, bias = operands
+    return dmlq.reference.matrix_multiply_integer_to_float(
+        a, _rows(a_scale), _rows(az), b, b_scale, bz, bias, a_scale.dtype
+    )
+
+
+def _dynamic_quantize(node, operands):
+    return dmlq.reference.dynamic_quantize_linear(operands[0], np.uint8)[0]
+
+
+def _dynamic_quantize_matmul(node, operands):
+    """A quantized to B's type, as DmlOperatorDynamicQuantizeMatMul.cpp does."""
+    a, b, b_scale, bz, bias = operands
+    q, scale, zero_point = dmlq.reference.dynamic_quantize_linear(a, b.dtype)
+    return dmlq.reference.matrix_multiply_integer_to_float(
+        q, scale, zero_point, b, b_scale, bz, bias, a.dtype
+    )
+
+
+def _pool(node, operands):
+    x, xs, xz, ys, yz = operands
+    if node.op_type == "QLinearGlobalAveragePool":
+        ones, zeros = [1] * (x.ndim - 2), [0] * (x.ndim - 2)
+        window = {"strides": ones, "dilations": ones, "start_padding": zeros, "end_padding": zeros,
+                  "window_size": list(x.shape[2:])}  # fmt: skip
+    else:
+        window = {
+            **_window(node, x, _attr(node, "kernel_shape", None)),
+            "window_size": _attr(node, "kernel_shape", None),
+        }
+    dtype = yz.dtype if yz is not None else x.dtype
+    return dmlq.reference.quantized_linear_average_pooling(
+        x, xs, xz, ys, yz, dtype, include_padding=bool(_attr(node, "count_include_pad", 0)), **window
+    )
+
+
+def _activation(node):
+    kind = _attr(node, "fused_activation", "")
+    found = ACTIVATIONS[kind](node) if kind else None
+    return {"relu": dmlq.activations.Relu(), "sigmoid": dmlq.activations.Sigmoid()}.get(found, found)
+
+
+def _gemm(node, operands):
+    a, b, c = operands
+    activation = _activation(node)
+    if node.op_type.endswith("MatMul"):
+        return dmlq.reference.gemm(a, b, None, a.dtype, alpha=1.0, beta=0.0, fused_activation=activation)
+    return dmlq.reference.gemm(
+        a, b, c, a.dtype, trans_a=bool(_attr(node, "transA", 0)), trans_b=bool(_attr(node, "transB", 0)),
+        alpha=_attr(node, "alpha", 1.0), beta=_attr(node, "beta", 1.0), fused_activation=activation,
+    )  # fmt: skip
+
+
+def _matmul_nbits(node, operands):
+    """com.microsoft MatMulNBits: B's blocks of nibbles (the first low), default zero point 2^(bits - 1)."""
+    a, b, scales, zero_points = operands[:4]
+    n, k, bits, block = (_attr(node, name, 0) for name in ("N", "K", "bits", "block_size"))
+    blocks = -(-k // block)
+
+    def values(packed, count):
+        packed = packed.reshape(n, -1)
+        if bits == 4:
+            packed = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(n, -1)
+        return packed[:, :count].astype(np.float32)
+
+    zero = values(zero_points, blocks) if zero_points is not None else np.full((n, blocks), 2.0 ** (bits - 1))
+    weights = (values(b, blocks * block) - np.repeat(zero, block, 1)) * np.repeat(
+        scales.reshape(n, blocks), block, 1
+    )
+    return dmlq.reference.gemm(
+        a, weights[:, :k].astype(a.dtype), None, a.dtype, trans_b=True, alpha=1.0, beta=0.0
+    )
+
+
+FAMILY = {
+    (ops.QuantizedLinearConvolution,): _qlinear_conv,
+    (ops.ConvolutionInteger,): _conv_integer,
+    (ops.MatrixMultiplyInteger,): _matmul_integer,
+    (ops.MatrixMultiplyIntegerToFloat,): _integer_to_float,
+    (ops.DynamicQuantizeLinear,): _dynamic_quantize,
+    (ops.DynamicQuantizeLinear, ops.MatrixMultiplyIntegerToFloat): _dynamic_quantize_matmul,
+    (ops.QuantizedLinearAveragePooling,): _pool,
+    (ops.Gemm,): _gemm,
+    (ops.Dequantize, ops.Gemm): _matmul_nbits,
+}
 
 
 def name_is_filled(step: Step, index: int) -> bool:
@@ -171,3 +310,28 @@ def assert_steps_match_numpy_layer(loaded, values: dict[str, np.ndarray]) -> int
                 assert np.array_equal(got, expected, equal_nan=got.dtype.kind == "f"), step.name
                 checked += 1
     return checked
+
+
+def verify(proto, feeds: dict[str, np.ndarray], operator: str, exact: bool = False):
+    """The model's one step maps onto ``operator`` and matches :func:`numpy_layer`; ``compare`` counts
+    in each graph output what an independent comparison with onnxruntime CPU finds and names the
+    cause of every difference of the step (``exact``: there is none)."""
+    import dmlq.onnx as dx
+    from dmlq.onnx.comparing import UNEXPLAINED
+    from dmlq.onnx.running import execute
+
+    loaded = dx.load(proto)
+    assert [v.operator for v in dx.check(loaded)] == [operator]
+    values: dict[str, np.ndarray] = {}
+    outputs = execute(loaded, feeds, keep=values)
+    assert assert_steps_match_numpy_layer(loaded, values) == 1
+    report = dx.compare(loaded, feeds)
+    for difference, name, theirs in zip(report.outputs, loaded.output_names, ort_outputs(proto, feeds)):
+        ours = outputs[name]
+        same = ours == theirs
+        if ours.dtype.kind == "f":
+            same |= np.isnan(ours) & np.isnan(theirs)
+        assert difference.differing == np.count_nonzero(~same)
+    assert all(d.cause != UNEXPLAINED for d in report.nodes if d.differing), report.table()
+    assert not exact or report.identical, report.table()
+    return report

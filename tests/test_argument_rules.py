@@ -20,6 +20,23 @@ from dmlq.numpy_api import one_step
 U8, I8 = np.uint8, np.int8
 OTHER_INTEGERS = [np.int16, np.int32, np.int64, np.uint16, np.uint32, np.uint64, np.bool_]
 A, B = U8([[1, 2], [3, 4]]), I8([[1, -1], [2, 0]])
+X = U8([[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]])  # [N, C, H, W]
+W = I8([[[[1]], [[-1]]], [[[2]], [[0]]]])  # two 1 x 1 filters
+
+
+def _convolution(x=X, x_zero_point=None, w=W, w_zero_point=None, bias=None, output_zero_point=None):
+    return dmlq.quantized_linear_convolution(x, 0.5, x_zero_point, w, 0.5, w_zero_point, bias, 1.0,
+                                             output_zero_point)  # fmt: skip
+
+
+def _pooling(x=X, x_zero_point=None, output_zero_point=None):
+    return dmlq.quantized_linear_average_pooling(
+        x, 0.5, x_zero_point, 0.5, output_zero_point, window_size=[2, 2]
+    )
+
+
+def _to_float(a=A, a_zero_point=None, b=A, b_zero_point=None, bias=None):
+    return dmlq.matrix_multiply_integer_to_float(a, 0.5, a_zero_point, b, 0.25, b_zero_point, bias)
 
 
 def _both_routes(call) -> list[str]:
@@ -61,6 +78,18 @@ ZERO_POINT_CALLS = {
         A, 0.5, 0, B, 0.5, 0, 1.0, z
     ),  # fmt: skip
     "pack_matrix_multiply_b": lambda z: dmlq.pack_matrix_multiply_b(B, 0.5, z),
+    "convolution x_zero_point": lambda z: _convolution(x_zero_point=z),
+    "convolution per-filter w_zero_point": lambda z: _convolution(
+        w_zero_point=np.array([z, z]).reshape(2, 1, 1, 1)
+    ),
+    "convolution output_zero_point": lambda z: _convolution(output_zero_point=z),
+    "convolution_integer w_zero_point": lambda z: dmlq.convolution_integer(X, None, W, z),
+    "pooling x_zero_point": lambda z: _pooling(x_zero_point=z),
+    "pooling output_zero_point": lambda z: _pooling(output_zero_point=z),
+    "matrix_multiply_integer a_zero_point": lambda z: dmlq.matrix_multiply_integer(A, z, B, None),
+    "matrix_multiply_integer b_zero_point": lambda z: dmlq.matrix_multiply_integer(A, None, B, z),
+    "integer to float a_zero_point": lambda z: _to_float(a_zero_point=z),  # int16 to uint32 are a's dtypes
+    "integer to float b_zero_point": lambda z: _to_float(b_zero_point=z),
 }
 
 
@@ -70,7 +99,7 @@ def test_a_numpy_zero_point_of_another_integer_dtype_is_refused(call: str, dtype
     # quantize_linear(np.float32([1, 2]), np.float32(0.5), np.uint16(3)) returned [5 7] (uint8).
     messages = _both_routes(lambda: ZERO_POINT_CALLS[call](dtype(3)))
     assert messages[0] == messages[1]
-    rule = "is not a zero point dtype|differs from q's uint8"  # int32 is one, of int32 data
+    rule = r"is not a zero point dtype|differs from \w+'s uint8"  # int32 is one of int32 data (dequantize)
     assert re.match(rf"(\w+_)?zero_point: dtype {np.dtype(dtype).name} ({rule})", messages[0])
 
 
@@ -114,6 +143,21 @@ DATA_CALLS = {  # each call with data of a dtype: (call, the argument, the dtype
     "matrix multiply a": (lambda d: _matrix_multiply(np.array([[1, 2]], d), B), "a", "int8, uint8"),
     "matrix multiply b": (lambda d: _matrix_multiply(A, np.array(B, d)), "b", "int8, uint8"),
     "add a": (lambda d: dmlq.add(np.array([1, 2], d), np.float32([1, 2])), "a", "float32, float16"),
+    "convolution x": (lambda d: _convolution(x=X.astype(d)), "x", "int8, uint8"),
+    "convolution w": (lambda d: _convolution(w=W.astype(d)), "w", "int8, uint8"),
+    "convolution bias": (lambda d: _convolution(bias=np.array([[[1]], [[2]]], d)), "bias", "int32"),
+    "convolution_integer x": (lambda d: dmlq.convolution_integer(X.astype(d), None, W, None), "x",
+                              "int8, uint8"),
+    "pooling x": (lambda d: _pooling(x=X.astype(d)), "x", "int8, uint8"),
+    "matrix_multiply_integer b": (lambda d: dmlq.matrix_multiply_integer(A, None, B.astype(d), None), "b",
+                                  "int8, uint8"),
+    "integer to float b": (lambda d: _to_float(b=A.astype(d)), "b",
+                           "int32, int16, int8, uint32, uint16, uint8"),
+    "integer to float bias": (lambda d: _to_float(bias=np.array([1, 2], d)), "bias", "float32, float16"),
+    "dynamic_quantize_linear x": (lambda d: dmlq.dynamic_quantize_linear(np.array([1, 2], d)), "x",
+                                  "float32, float16"),
+    "gemm c": (lambda d: dmlq.gemm(np.float32([[1]]), np.float32([[2]]), np.array([3], d)), "c",
+               "float32, float16"),
 }  # fmt: skip
 UNLISTED = {
     "quantize_linear x": [np.uint8, np.int8, np.int16, np.uint16, np.int64, np.uint32, np.bool_],
@@ -124,6 +168,16 @@ UNLISTED = {
     "matrix multiply a": [np.int16, np.int64, np.uint64],
     "matrix multiply b": [np.int16, np.int32],
     "add a": [np.int32, np.uint8, np.bool_],
+    "convolution x": [np.int16, np.int32, np.int64, np.uint16, np.bool_],
+    "convolution w": [np.int32, np.uint64],
+    "convolution bias": [np.int8, np.int16, np.int64, np.uint32, np.bool_],
+    "convolution_integer x": [np.int16, np.int64],
+    "pooling x": [np.int16, np.int32, np.bool_],
+    "matrix_multiply_integer b": [np.int16, np.int32],
+    "integer to float b": [np.int64, np.uint64, np.bool_],
+    "integer to float bias": [np.int32, np.uint8, np.bool_],
+    "dynamic_quantize_linear x": [np.int8, np.uint8, np.int32, np.int64, np.bool_],
+    "gemm c": [np.int32, np.uint8, np.bool_],
 }
 
 
@@ -170,6 +224,31 @@ REVERSED_LENGTH_ONE = {
         U8([[1, 2]])[::-1], 1.0, None, B[:, :1], 1.0, None, 1.0, None
     ),  # fmt: skip
     "quantize_linear blockwise": lambda: dmlq.quantize_linear(np.float32([2.0])[::-1], 0.5, axis=0),
+    "convolution": lambda: dmlq.quantized_linear_convolution(
+        U8([[[[3]]]])[::-1, ::-1],
+        0.5,
+        None,
+        I8([[[[2]]]])[::-1],
+        np.float32([[[[0.5]]]])[::-1],
+        None,
+        np.int32([[[7]]])[::-1],
+        1.0,
+        None,
+    ),
+    "convolution_integer": lambda: dmlq.convolution_integer(
+        U8([[[3, 4]]])[::-1], None, I8([[[2]]])[:, ::-1], None
+    ),
+    "pooling": lambda: dmlq.quantized_linear_average_pooling(
+        U8([[[[3]]]])[:, ::-1], 0.5, None, 1.0, None, window_size=[1, 1]
+    ),
+    "matrix_multiply_integer": lambda: dmlq.matrix_multiply_integer(U8([[1, 2]])[::-1], None, B[:, :1], None),
+    "integer to float": lambda: dmlq.matrix_multiply_integer_to_float(
+        U8([[1, 2]])[::-1], np.float32([[0.5]])[::-1], None, A[:, :1], 1.0, None, np.float32([1.0])[::-1]
+    ),
+    "dynamic_quantize_linear": lambda: dmlq.dynamic_quantize_linear(np.float32([2.0])[::-1])[0],
+    "gemm": lambda: dmlq.gemm(
+        np.float32([[1, 2]])[::-1], np.float32([[3], [4]]), np.float32([[5]])[::-1, ::-1]
+    ),
 }
 
 

@@ -206,7 +206,7 @@ def test_dequantize_int4_blockwise(tmp_path):
 def test_quantize_int4_blockwise(tmp_path):
     values, folder = run_example("quantize_int4_blockwise", tmp_path)
     x = f32(np.arange(16) * 0.25).reshape(2, 8)
-    expected = quantize(x, blocks([[0.25, 0.5], [0.25, 1]], 4), 0, 0, 15, np.uint8)
+    expected = quantize(x, blocks([[0.25, 0.5], [0.5, 1]], 4), 8, 0, 15, np.uint8)  # SCALE alone: midpoint 8
     assert_same(values["Q"].astype(np.uint8), expected.reshape(-1))
     assert_same(np.load(folder / "quantize_int4_blockwise_out.npy"), expected)  # values, one per byte
 

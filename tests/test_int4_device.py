@@ -85,11 +85,20 @@ def written_nibbles(desc: TensorDesc, raw_size: int) -> np.ndarray:
     return mask
 
 
+def midpoint(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray | None:
+    """DirectML's zero point without one: 128 for UINT8, 8 for UINT4 (onnxruntime's DmlOperatorQuantization21
+    comment), 0 for the signed types."""
+    info = ml_dtypes.iinfo(dtype)
+    return None if info.min < 0 else np.full(shape, (info.max + 1) // 2).astype(dtype)
+
+
 def expected_output(desc: ops.OperatorDesc, values: list[np.ndarray]) -> np.ndarray:
     scale, zero_point = values[1], values[2] if len(values) > 2 else None
     if isinstance(desc, ops.Quantize):
         dtype = logical(np.zeros(desc.output.addressed_bytes, np.uint8), desc.output).dtype
+        zero_point = midpoint(dtype, scale.shape) if zero_point is None else zero_point
         return reference.quantize(values[0], scale, zero_point, dtype)
+    zero_point = midpoint(values[0].dtype, scale.shape) if zero_point is None else zero_point
     return reference.dequantize(values[0], scale, zero_point, desc.output.data_type.dtype)
 
 
@@ -147,6 +156,32 @@ def test_matmul_nbits_weight_dequantizes_like_the_provider_builds_it() -> None:
         scale.astype(np.float32), block, 1
     )
     np.testing.assert_array_equal(out, expected.astype(np.float16))
+
+
+@pytest.mark.parametrize(("data_type", "values", "expected"), [
+    (DataType.UINT4, [0, 8, 15], [-4.0, 0.0, 3.5]),
+    (DataType.UINT8, [0, 128, 255], [-64.0, 0.0, 63.5]),
+    (DataType.INT4, [-8, 0, 7], [-4.0, 0.0, 3.5]),
+    (DataType.INT8, [-128, 0, 127], [-64.0, 0.0, 63.5]),
+])  # fmt: skip
+def test_without_a_zero_point_an_unsigned_type_dequantizes_about_its_midpoint(data_type, values,
+                                                                             expected) -> None:  # fmt: skip
+    """DEQUANTIZE with SCALE alone: "For unsigned quantization, DML uses the midpoint of the datatype when
+    zero point isn't provided (e.g. 8 for uint4 and 128 for uint8)" (DmlOperatorQuantization21,
+    onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorElementWise.cpp)."""
+    scale = TensorDesc(DataType.FLOAT32, [1])
+    desc = ops.Dequantize(input=TensorDesc(data_type, [3]), quantization_tensors=[scale],
+                          output=TensorDesc(DataType.FLOAT32, [3]))  # fmt: skip
+    dtype = data_type.dtype or {DataType.UINT4: ml_dtypes.uint4, DataType.INT4: ml_dtypes.int4}[data_type]
+    q = np.array(values).astype(dtype)
+    stored = pack_int4(q) if data_type.bits == 4 else q
+    out = np.zeros(3, np.float32)
+    Device().compile_operator(desc).execute([stored, np.float32([0.5])], [out])
+    assert out.tolist() == expected
+    back = ops.Quantize(input=desc.output, quantization_tensors=[scale], output=desc.input)
+    again = np.zeros(stored.size, np.uint8)
+    Device().compile_operator(back).execute([out, np.float32([0.5])], [again])
+    assert again.tobytes() == stored.tobytes()
 
 
 def test_an_unpacked_4_bit_array_is_refused_not_read_as_bytes() -> None:

@@ -91,8 +91,7 @@ def test_equals_onnxruntime_cpu_bit_for_bit_where_exact(a_type, b_type, bias, rn
     [want] = onnxruntime_cpu(model, inputs)
     args = (a, a_scale.reshape(1, 1), az.reshape(1, 1), b, b_scale, bz, bias_values, np.float32)
     assert np.array_equal(reference.matrix_multiply_integer_to_float(*args), want)
-    if a_type == b_type:  # the page forbids mixed types (see the validation tests)
-        assert np.array_equal(multiply(*args), want)
+    assert np.array_equal(multiply(*args), want)
 
 
 @pytest.mark.parametrize("a_type, b_type", [("uint8", "uint8"), ("int8", "int8")])
@@ -172,12 +171,25 @@ def test_valid_from_6_2():
     Device("6_2").compile_operator(halves)
 
 
-def test_mixed_integer_types_are_refused_naming_the_conflict():
-    message = (
-        ".b: data type INT8 differs from a's UINT8; the page's rule, though onnxruntime's DirectML tests run "
-        "UINT8 A with INT8 B and INT8 A with UINT8 B (docs/operators.md, MatrixMultiplyIntegerToFloat)"
+@pytest.mark.parametrize("a_type, b_type", [(U8, I8), (I8, U8)])
+def test_a_uint8_and_an_int8_side_may_mix_as_onnxruntimes_directml_tests_show(a_type, b_type):
+    Device("6_2").compile_operator(
+        desc(
+            a=TensorDesc(a_type, [2, 3, 4]),
+            a_zero_point=None,
+            b=TensorDesc(b_type, [2, 4, 5]),
+            b_zero_point=None,
+        )
     )
-    refused(desc(b=TensorDesc(I8, [2, 4, 5]), b_zero_point=None), message)
+
+
+def test_other_mixed_integer_types_are_refused():
+    message = ".b: data type INT16 differs from a's UINT8 (only UINT8 and INT8 may mix)"
+    refused(desc(b=TensorDesc(DataType.INT16, [2, 4, 5]), b_zero_point=None), message)
+
+
+def test_a_zero_point_keeps_its_own_tensors_type():
+    refused(desc(b=TensorDesc(I8, [2, 4, 5])), ".b_zero_point: data type UINT8 differs from b's INT8")
 
 
 REFUSALS = [

@@ -535,14 +535,18 @@ def test_every_parameter_and_result_is_annotated(name: str) -> None:
     function = getattr(dmlq, name)
     hints = typing.get_type_hints(function)
     assert set(hints) == {*inspect.signature(function).parameters, "return"}
-    assert hints["return"] is (dmlq.PackedMatrix if name == "pack_matrix_multiply_b" else np.ndarray)
+    assert hints["return"] == RETURNS.get(name, np.ndarray)
     assert hints.get("out", np.ndarray | None) == np.ndarray | None
     assert hints.get("dtype", DTypeLike | None) == DTypeLike | None  # NumPy 2.4's DTypeLike omits None
     packed_b = name == "quantized_linear_matrix_multiply"  # b may be a PackedMatrix
     accepted = (ArrayLike, ArrayLike | None, *((ArrayLike | dmlq.PackedMatrix,) if packed_b else ()))
-    assert all(hints[p] in accepted for p in ("a", "b", "x", "q", "scale") if p in hints)
-    if name == "add":
+    assert all(hints[p] in accepted for p in ("a", "b", "c", "x", "q", "w", "scale", "bias") if p in hints)
+    if name in ("add", "gemm"):
         assert hints["fused_activation"] == activations.Activation | str | None
+
+
+RETURNS = {"pack_matrix_multiply_b": dmlq.PackedMatrix,
+           "dynamic_quantize_linear": tuple[np.ndarray, np.ndarray, np.ndarray]}  # fmt: skip
 
 
 def test_readme_one_liner_in_a_fresh_interpreter() -> None:

@@ -1,14 +1,15 @@
 """dmlq.onnx on models built here and quantized with every onnxruntime.quantization route: a
-BERT-like encoder block, a CNN (Conv with bias, MaxPool, Gemm, a residual Add) and an MLP, through
-quantize_dynamic; quantize_static in QDQ and QOperator form, u8/s8 and s8/s8, per tensor and per
-channel; MatMulNBitsQuantizer (MatMulNBits, and blocked 4-bit DequantizeLinear-21); 4-bit weights at
-opset 21 and in the com.microsoft domain below it; quant_pre_process first.
+BERT-like encoder block, a CNN (Conv with bias, MaxPool, AveragePool, Gemm, a residual Add) and an
+MLP, through quantize_dynamic (int8 and uint8 weights, and saved by onnxruntime CPU optimized:
+DynamicQuantizeMatMul); quantize_static in QDQ and QOperator form, u8/s8 and s8/s8, per tensor and
+per channel; MatMulNBitsQuantizer (MatMulNBits, and blocked 4-bit DequantizeLinear-21); 4-bit
+weights at opset 21 and in the com.microsoft domain below it; quant_pre_process first.
 
 Each model is accepted, its steps are what the provider's rules make of it (the verdicts'
-operators), and a run agrees with onnxruntime CPU with its QDQ fusions off, every difference with
-a known cause; where the provider would fail to create a kernel (a DequantizeLinear-13 of a 1-D
-bias with a one-element scale, a 4-bit per-channel DequantizeLinear-21 of Conv weights) check says
-so with the provider's reason and run refuses the model.
+operators and sources), and a run agrees with onnxruntime CPU with its QDQ fusions off, every
+difference with a known cause; where the provider would fail to create a kernel (a
+DequantizeLinear-13 of a 1-D bias with a one-element scale, a 4-bit per-channel DequantizeLinear-21
+of Conv weights) check says so and run refuses the model.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from onnxruntime.quantization import QuantType
 import dmlq
 import dmlq.onnx as dx
 from dmlq.onnx.comparing import UNEXPLAINED
-from onnx_oracle import ort_outputs
+from dmlq.onnx.running import execute
+from onnx_oracle import assert_steps_match_numpy_layer, ort_outputs
 
 _SPEC = importlib.util.spec_from_file_location(
     "make_models", Path(__file__).parents[1] / "examples" / "onnx" / "make_models.py"
@@ -37,11 +39,13 @@ _SPEC.loader.exec_module(make_models)
 U8, S8, S4 = QuantType.QUInt8, QuantType.QInt8, QuantType.QInt4
 FLOAT_MODELS = {
     "mlp": lambda: make_models.mlp([16, 32, 16], batch=2),
-    "cnn": lambda: make_models.conv_net(),
+    "cnn": lambda: make_models.conv_net(average_pool=True),
     "encoder": lambda: make_models.encoder(),
 }
 ROUTES = {
     "dynamic": lambda m: make_models.quantize_dynamic_model(m),
+    "dynamic-u8u8": lambda m: make_models.quantize_dynamic_model(m, weight_type=U8),
+    "dynamic-ort-optimized": lambda m: make_models.ort_optimized(make_models.quantize_dynamic_model(m)),
     "qdq-u8s8-tensor": lambda m: make_models.quantize(m, qdq=True, per_channel=False),
     "qdq-u8s8-channel": lambda m: make_models.quantize(m, qdq=True, per_channel=True),
     "qdq-s8s8-channel": lambda m: make_models.quantize(m, qdq=True, per_channel=True, activation_type=S8),
@@ -63,7 +67,7 @@ ROUTES = {
     ),
 }
 CASES = [(model, route) for model in FLOAT_MODELS for route in ROUTES]
-REFUSED = {  # the provider fails to create a kernel (DmlOperatorElementWise.cpp), so check exits 1
+REFUSED = {  # the provider fails to create a kernel (DmlOperatorElementWise.cpp) or DirectML refuses one
     ("cnn", "qdq-u8s8-tensor"): "axis < outputShapeDimCount",  # the Gemm's int32 bias, scale [1]
     ("encoder", "qdq-u8s8-tensor"): "axis < outputShapeDimCount",  # LayerNormalization's int32 beta
     ("encoder", "qdq-u8s8-channel"): "axis < outputShapeDimCount",
@@ -109,37 +113,69 @@ def test_every_route_is_accepted_and_agrees_within_known_causes(built, case) -> 
     report = dx.compare(loaded, feeds)
     unexplained = [d for d in [*report.outputs, *report.nodes] if d.differing and d.cause == UNEXPLAINED]
     assert not unexplained, report.table()
-    ours = dx.run(loaded, feeds)
+    values = {}
+    ours = execute(loaded, feeds, keep=values)
     for difference, name, theirs in zip(report.outputs, loaded.output_names, ort_outputs(proto, feeds)):
         assert difference.differing == np.count_nonzero(ours[name] != theirs)
+    assert_steps_match_numpy_layer(loaded, values)  # each mapped step: ONNX's meaning of its operands
 
 
 def mapped(built, model: str, route: str) -> collections.Counter:
     return operators(dx.check(built(model, route)))
 
 
+def rules(verdicts, operator: str) -> set[str]:
+    """The sources the verdicts of ``operator`` name (the kernel's file, after any fusion's rule)."""
+    return {v.rule.split("; ")[-1] for v in verdicts if v.operator == operator}
+
+
 @pytest.mark.parametrize("model", FLOAT_MODELS)
 def test_quantize_dynamic_is_dynamic_quantize_linear_and_matmul_integer_to_float(built, model) -> None:
     """quantize_dynamic writes DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (-> Add): the
-    provider fuses the last four into MatMulIntegerToFloat (matmul_integer_to_float.cc)."""
-    found = mapped(built, model, "dynamic")
-    assert found["(DYNAMIC_QUANTIZE_LINEAR)"] >= 1
-    if model == "cnn":
-        assert found["(CONVOLUTION_INTEGER)"] == 2
-    assert found["(MATRIX_MULTIPLY_INTEGER_TO_FLOAT)"] == {"mlp": 2, "cnn": 2, "encoder": 6}[model]
+    provider fuses the last four into MatMulIntegerToFloat (matmul_integer_to_float.cc). Its default
+    int8 weights against uint8 A are a mix MATRIX_MULTIPLY_INTEGER_TO_FLOAT accepts (docs/operators.md)."""
+    for route in ("dynamic", "dynamic-u8u8"):
+        verdicts = dx.check(built(model, route))
+        found = operators(verdicts)
+        assert found["DYNAMIC_QUANTIZE_LINEAR"] == {"mlp": 2, "cnn": 4, "encoder": 4}[model]
+        assert found["CONVOLUTION_INTEGER"] == (2 if model == "cnn" else 0)
+        assert found["MATRIX_MULTIPLY_INTEGER_TO_FLOAT"] == {"mlp": 2, "cnn": 2, "encoder": 6}[model]
+        assert rules(verdicts, "MATRIX_MULTIPLY_INTEGER_TO_FLOAT") == {"DmlOperatorMatMulIntegerToFloat.cpp"}
+        assert rules(verdicts, "DYNAMIC_QUANTIZE_LINEAR") == {"DmlOperatorDynamicQuantizeLinear.cpp"}
+        valid = {v.valid for v in verdicts if v.operator == "MATRIX_MULTIPLY_INTEGER_TO_FLOAT"}
+        assert valid == {True}
+
+
+@pytest.mark.parametrize("model", FLOAT_MODELS)
+def test_onnxruntime_optimized_dynamic_models_are_dynamic_quantize_matmul(built, model) -> None:
+    """onnxruntime CPU's DynamicQuantizeMatMulFusion (a model saved optimized): the provider computes
+    DynamicQuantizeMatMul as DYNAMIC_QUANTIZE_LINEAR then MATRIX_MULTIPLY_INTEGER_TO_FLOAT, A quantized
+    to B's int8 type (DmlOperatorDynamicQuantizeMatMul.cpp), which keeps one integer type."""
+    verdicts = dx.check(built(model, "dynamic-ort-optimized"))
+    fused = [
+        v for v in verdicts if v.operator == "DYNAMIC_QUANTIZE_LINEAR + MATRIX_MULTIPLY_INTEGER_TO_FLOAT"
+    ]
+    assert len(fused) == {"mlp": 2, "cnn": 2, "encoder": 3}[model]
+    assert all(v.valid and v.lowest_level.label == "6_2" for v in fused)
+    assert rules(verdicts, fused[0].operator) == {"DmlOperatorDynamicQuantizeMatMul.cpp"}
 
 
 @pytest.mark.parametrize("channel", ["tensor", "channel"])
 def test_u8_qdq_matmul_groups_become_qlinear_matmul_and_adds_qlinear_add(built, channel) -> None:
     found = mapped(built, "mlp", f"qdq-u8s8-{channel}")
     assert found["QUANTIZED_LINEAR_MATRIX_MULTIPLY"] == 2 and found["ELEMENT_WISE_QUANTIZED_LINEAR_ADD"] == 2
-    assert found["(GEMM)"] == 0  # no MatMul stays float
+    assert found["GEMM"] == 0  # no MatMul stays float
 
 
-def test_u8_qdq_convolutions_become_qlinear_conv_and_gemm_stays_float(built) -> None:
-    found = mapped(built, "cnn", "qdq-u8s8-channel")
-    assert found["(QUANTIZED_LINEAR_CONVOLUTION)"] == 2  # the bias DQ absorbed into each
-    assert found["(GEMM)"] == 2  # Gemm -> QGemm is the CPU provider's rule only
+def test_u8_qdq_convolutions_become_qlinear_conv_average_pool_and_gemm_stays_float(built) -> None:
+    verdicts = dx.check(built("cnn", "qdq-u8s8-channel"))
+    found = operators(verdicts)
+    assert found["QUANTIZED_LINEAR_CONVOLUTION"] == 2  # the bias DQ absorbed into each
+    assert rules(verdicts, "QUANTIZED_LINEAR_CONVOLUTION") == {"DmlOperatorQLinearConv.cpp"}
+    assert found["QUANTIZED_LINEAR_AVERAGE_POOLING"] == 1  # the 1DQ rule's QLinearAveragePool
+    assert rules(verdicts, "QUANTIZED_LINEAR_AVERAGE_POOLING") == {"DmlOperatorQLinearAveragePooling.cpp"}
+    assert found["GEMM"] == 2  # Gemm -> QGemm is the CPU provider's rule only: DQ + float Gemm + Q
+    assert rules(verdicts, "GEMM") == {"DmlOperatorGemm.cpp"}
     assert found["ELEMENT_WISE_QUANTIZED_LINEAR_ADD"] == 1
 
 
@@ -150,7 +186,7 @@ def test_s8_activations_stay_unfused_unless_int8_is_allowed(built) -> None:
     allowed = dx.load(proto, qdq_int8_allowed=True)
     assert operators(dx.check(allowed))["QUANTIZED_LINEAR_MATRIX_MULTIPLY"] == 2
     cnn = dx.load(built("cnn", "qdq-s8s8-channel"), qdq_int8_allowed=True)
-    assert operators(dx.check(cnn))["(QUANTIZED_LINEAR_CONVOLUTION)"] == 2
+    assert operators(dx.check(cnn))["QUANTIZED_LINEAR_CONVOLUTION"] == 2
 
 
 def test_disable_quant_qdq_turns_every_qdq_rewrite_off(built) -> None:
@@ -159,28 +195,32 @@ def test_disable_quant_qdq_turns_every_qdq_rewrite_off(built) -> None:
     loaded = dx.load(built("mlp", "qdq-u8s8-channel"), disable_quant_qdq=True)
     found = operators(dx.check(loaded))
     assert found["QUANTIZED_LINEAR_MATRIX_MULTIPLY"] == 0 and found["ELEMENT_WISE_QUANTIZED_LINEAR_ADD"] == 0
-    assert found["(GEMM)"] == 2
+    assert found["GEMM"] == 2
     folded = [v for v in dx.check(loaded) if "constant_folding.cc" in v.rule]
     assert folded and all(v.op_types == ("DequantizeLinear",) for v in folded)
 
 
-@pytest.mark.parametrize("model", ["mlp", "encoder"])
-def test_qoperator_matmuls_are_mapped_and_convolutions_wait_for_their_operator(built, model) -> None:
+@pytest.mark.parametrize("model", ["mlp", "encoder", "cnn"])
+def test_qoperator_nodes_are_mapped(built, model) -> None:
     found = mapped(built, model, "qoperator-u8s8-tensor")
-    assert found["QUANTIZED_LINEAR_MATRIX_MULTIPLY"] == {"mlp": 2, "encoder": 8}[model]
-    assert mapped(built, "cnn", "qoperator-u8s8-tensor")["(QUANTIZED_LINEAR_CONVOLUTION)"] == 2
+    assert found["QUANTIZED_LINEAR_MATRIX_MULTIPLY"] == {"mlp": 2, "encoder": 8, "cnn": 0}[model]
+    assert found["QUANTIZED_LINEAR_CONVOLUTION"] == (2 if model == "cnn" else 0)
+    assert found["QUANTIZED_LINEAR_AVERAGE_POOLING"] == (1 if model == "cnn" else 0)
 
 
 @pytest.mark.parametrize("route", ["nbits-qoperator", "nbits-qdq"])
 def test_4bit_matmuls_are_matmul_nbits(built, route) -> None:
     """MatMulNBits (the model's own, or DQMatMulToMatMulNBits from a blocked uint4 DQ): DEQUANTIZE then
-    GEMM in DmlOperatorMatMulNBits.cpp, which waits for dmlq's GEMM."""
-    assert mapped(built, "mlp", route)["(DEQUANTIZE + GEMM)"] == 2
+    GEMM in DmlOperatorMatMulNBits.cpp, valid from feature level 6_3 (DEQUANTIZE's)."""
+    verdicts = dx.check(built("mlp", route))
+    nbits = [v for v in verdicts if v.operator == "DEQUANTIZE + GEMM"]
+    assert len(nbits) == 2 and all(v.valid and v.lowest_level.label == "6_3" for v in nbits)
+    assert rules(verdicts, "DEQUANTIZE + GEMM") == {"DmlOperatorMatMulNBits.cpp"}
 
 
 def test_4bit_weights_at_opset_21_are_dequantize(built) -> None:
     found = mapped(built, "mlp", "int4-weights-opset21")
-    assert found["DEQUANTIZE"] >= 2 and found["(GEMM)"] == 2  # 4-bit MatMul groups never fuse
+    assert found["DEQUANTIZE"] >= 2 and found["GEMM"] == 2  # 4-bit MatMul groups never fuse
 
 
 def test_4bit_com_microsoft_dequantize_is_not_the_providers(built) -> None:

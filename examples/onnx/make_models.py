@@ -7,10 +7,12 @@ format: QLinearMatMul, QLinearAdd), both quantized by ``onnxruntime.quantization
 with calibration data drawn from seed 0, so anyone can regenerate them, and ``matmul_qdq.onnx``
 (one u8 QDQ MatMul with exact float arithmetic: :func:`matmul_qdq`). The functions are also
 what dmlq's tests and ``benchmarks/onnx_models.py`` build their models with: :func:`mlp`,
-:func:`cnn`, :func:`conv_net` (Conv with bias, MaxPool, Gemm, a residual Add), :func:`encoder` (a
+:func:`cnn`, :func:`conv_net` (Conv with bias, MaxPool, Gemm, a residual Add, optionally an
+AveragePool), :func:`encoder` (a
 BERT-like stack: LayerNormalization, MatMul, Softmax, GELU written with Erf), and every
 onnxruntime.quantization route over them (:func:`quantize`, :func:`quantize_dynamic_model`,
-:func:`quantize_nbits`, with ``quant_pre_process`` first when asked).
+:func:`quantize_nbits`, with ``quant_pre_process`` first when asked; :func:`ort_optimized`, a model as
+onnxruntime CPU saves it optimized).
 """
 
 from __future__ import annotations
@@ -87,10 +89,16 @@ def cnn(channels: int = 4, size: int = 8, classes: int = 5, seed: int = 0) -> on
 
 
 def conv_net(
-    channels: int = 4, size: int = 8, classes: int = 5, batch: int = 1, seed: int = 0
+    channels: int = 4,
+    size: int = 8,
+    classes: int = 5,
+    batch: int = 1,
+    seed: int = 0,
+    average_pool: bool = False,
 ) -> onnx.ModelProto:
     """A float CNN: ``Conv -> Relu -> MaxPool -> Conv -> Relu -> Add (residual) -> Flatten -> Gemm -> Relu
-    -> Gemm``, every Conv and Gemm with a bias, on ``batch`` images of ``size`` x ``size``."""
+    -> Gemm``, every Conv and Gemm with a bias, on ``batch`` images of ``size`` x ``size``;
+    ``average_pool`` puts a 3 x 3 ``AveragePool`` (stride 1, padded, padding not counted) after the Add."""
     rng = np.random.default_rng(seed)
 
     def weight(name: str, shape: tuple[int, ...], fan_in: int) -> onnx.TensorProto:
@@ -120,7 +128,15 @@ def conv_net(
         helper.make_node("Conv", ["p0", "k1", "kb1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
         helper.make_node("Add", ["r1", "p0"], ["res"], name="residual"),
-        helper.make_node("Flatten", ["res"], ["flat"], name="flatten"),
+    ]
+    if average_pool:
+        nodes.append(
+            helper.make_node(
+                "AveragePool", ["res"], ["smooth"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="pool1"
+            )
+        )
+    nodes += [
+        helper.make_node("Flatten", ["smooth" if average_pool else "res"], ["flat"], name="flatten"),
         helper.make_node("Gemm", ["flat", "g0", "gb0"], ["h0"], name="gemm0"),
         helper.make_node("Relu", ["h0"], ["hr0"], name="relu2"),
         helper.make_node("Gemm", ["hr0", "g1", "gb1"], ["y"], name="gemm1"),
@@ -282,12 +298,29 @@ def quantize(
         return onnx.load(target)
 
 
-def quantize_dynamic_model(model: onnx.ModelProto, *, preprocess: bool = False) -> onnx.ModelProto:
-    """``model`` quantized by ``quantize_dynamic`` (DynamicQuantizeLinear, MatMulInteger, ConvInteger)."""
+def quantize_dynamic_model(
+    model: onnx.ModelProto, *, preprocess: bool = False, weight_type: QuantType = QuantType.QInt8
+) -> onnx.ModelProto:
+    """``model`` quantized by ``quantize_dynamic`` (DynamicQuantizeLinear, MatMulInteger, ConvInteger),
+    int8 weights by default."""
     with tempfile.TemporaryDirectory() as folder:
         source, target = _prepared(model, Path(folder), preprocess, None), Path(folder, "quantized.onnx")
-        quantize_dynamic(source, target)
+        quantize_dynamic(source, target, weight_type=weight_type)
         return onnx.load(target)
+
+
+def ort_optimized(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` as onnxruntime CPU saves it after its extended graph optimizations
+    (``SessionOptions.optimized_model_filepath``): quantize_dynamic's MatMuls become com.microsoft
+    DynamicQuantizeMatMul or MatMulIntegerToFloat."""
+    import onnxruntime
+
+    with tempfile.TemporaryDirectory() as folder:
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(Path(folder, "optimized.onnx"))
+        onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return onnx.load(options.optimized_model_filepath)
 
 
 def quantize_nbits(model: onnx.ModelProto, *, qdq: bool, block_size: int = 16) -> onnx.ModelProto:

@@ -37,6 +37,7 @@ from .ops import (
     QuantizedLinearConvolution,
     QuantizedLinearMatrixMultiply,
 )
+from .ops.blockwise import scale_only_zero_point
 from .packed import PackedB, PackedFilter
 from .types import MatrixTransform
 
@@ -249,6 +250,8 @@ def _int4_kernel(kernel: Callable[[np.ndarray, np.ndarray, np.ndarray | None], N
 
 def quantize(desc, views: Views, out: np.ndarray | Nibbles, reciprocal_division: bool) -> None:
     scale, zero_point = _quantization_tensors(views)
+    if zero_point is None:
+        zero_point = scale_only_zero_point(out.dtype, scale.shape)
     x = views["input"]
     if isinstance(out, Nibbles) and out.is_packed:
         if quantize_packed(x, scale, zero_point, out.memory, out.dtype, reciprocal_division):
@@ -260,6 +263,8 @@ def quantize(desc, views: Views, out: np.ndarray | Nibbles, reciprocal_division:
 def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     scale, zero_point = _quantization_tensors(views)
     q = views["input"]
+    if zero_point is None:
+        zero_point = scale_only_zero_point(q.dtype, scale.shape)
     if (
         isinstance(q, Nibbles)
         and q.is_packed

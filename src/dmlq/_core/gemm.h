@@ -99,9 +99,10 @@ typedef struct {
      * columns from b on) into panels panel_bytes apart from dst, each column's sum added to sums. */
     void (*pack_b_pairs)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t pairs,
                          ptrdiff_t panels, uint8_t flip, int32_t *sums);
-    /* Optional, for kernels with the group layout: the same for `groups` groups of 4 k. */
+    /* Optional, for kernels with the group layout: the same for `groups` groups of 4 k, the last
+     * panel of `last_columns` columns (zero beyond them). */
     void (*pack_b_whole_groups)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t groups,
-                                ptrdiff_t panels, uint8_t flip, int32_t *sums);
+                                ptrdiff_t panels, int last_columns, uint8_t flip, int32_t *sums);
     /* Called by each thread before and after its share of a multiply (may be NULL). */
     void (*begin)(void);
     void (*end)(void);

@@ -9,10 +9,14 @@ one C call that takes only what those rules accept unchanged (:mod:`dmlq.numpy_a
 
 One module per operator group: :mod:`~dmlq.numpy_api.quantize` (``quantize_linear``,
 ``dequantize_linear``, 4-bit and blockwise), :mod:`~dmlq.numpy_api.add`,
-:mod:`~dmlq.numpy_api.quantized_add`, :mod:`~dmlq.numpy_api.matrix_multiply` (with packing);
-:mod:`~dmlq.numpy_api.compiling` describes arrays and caches the compiled operators. Another
-operator group is one more module: its functions with their operator's own rules (its support
-table read by ``compiling.supported_dtypes``, the shared rules called from ``rules``), exported here.
+:mod:`~dmlq.numpy_api.quantized_add`, :mod:`~dmlq.numpy_api.matrix_multiply` (with packing),
+:mod:`~dmlq.numpy_api.windows` (the two integer convolutions and the quantized average pooling),
+:mod:`~dmlq.numpy_api.integer_matrix_multiply` (to int32 and to floats),
+:mod:`~dmlq.numpy_api.dynamic_quantize`, :mod:`~dmlq.numpy_api.gemm`;
+:mod:`~dmlq.numpy_api.compiling` describes arrays, caches the compiled operators and names an
+operator's refusal by the NumPy argument of its field (``compiling.computed``). Another operator
+group is one more module: its functions with their operator's own rules (its support table read by
+``compiling.supported_dtypes``, the shared rules called from ``rules``), exported here.
 ``docs/arguments.md`` states every rule and where it lives.
 
 Every function takes ``out=`` with NumPy's rules (exactly the result's shape and dtype, writable,
@@ -27,9 +31,13 @@ any layout, may alias an input) and then returns ``out``:
 from __future__ import annotations
 
 from .add import add
+from .dynamic_quantize import dynamic_quantize_linear
+from .gemm import gemm
+from .integer_matrix_multiply import matrix_multiply_integer, matrix_multiply_integer_to_float
 from .matrix_multiply import pack_matrix_multiply_b, quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
 from .quantized_add import quantized_linear_add
+from .windows import convolution_integer, quantized_linear_average_pooling, quantized_linear_convolution
 
 __all__ = [
     "quantize_linear",
@@ -38,4 +46,11 @@ __all__ = [
     "quantized_linear_add",
     "quantized_linear_matrix_multiply",
     "pack_matrix_multiply_b",
+    "quantized_linear_convolution",
+    "convolution_integer",
+    "quantized_linear_average_pooling",
+    "matrix_multiply_integer",
+    "matrix_multiply_integer_to_float",
+    "dynamic_quantize_linear",
+    "gemm",
 ]

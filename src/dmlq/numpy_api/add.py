@@ -10,12 +10,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .. import activations as _activations
-from ..errors import DmlError
 from ..ops.add import ElementWiseAdd
 from ..ops.add1 import ElementWiseAdd1
 from . import one_step, rules
 from .compiling import at_least_1d, delivered, run, supported_dtypes, target
-from .rules import F32, broadcast_shape, is_numpy, native
+from .rules import broadcast_shape
 
 __all__ = ["add"]
 
@@ -58,15 +57,12 @@ def float_operands(a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
     >>> float_operands([1.0], np.float16(2))
     (array([1.], dtype=float16), array(2., dtype=float16))
     """
-    a_array = rules.data(a, "a", ADD_DATA, python_float_dtype(b), floats=F32)
-    b_array = rules.data(b, "b", ADD_DATA, python_float_dtype(a_array), floats=F32)
-    if a_array.dtype != b_array.dtype:
-        raise DmlError(f"a, b: {a_array.dtype} and {b_array.dtype} differ (DirectML has no mixed-type add)")
+    arrays = rules.float_operands({"a": a, "b": b}, ADD_DATA, "DirectML has no mixed-type add")
+    a_array, b_array = arrays["a"], arrays["b"]
+    assert a_array is not None and b_array is not None  # neither was None
     return a_array, b_array
 
 
 def python_float_dtype(other: object) -> np.dtype:
     """The dtype Python numbers take beside ``other``: its float dtype when it has one, else float32."""
-    if is_numpy(other) and native(other.dtype) in ADD_DATA:
-        return native(other.dtype)
-    return F32
+    return rules.python_float_dtype([other], ADD_DATA)

@@ -4,18 +4,32 @@ per layout on a device of the newest feature level, and run on the arrays themse
 Broadcasting becomes zero strides; an array whose strides DirectML cannot describe (negative, or
 not a whole number of elements) is copied first. The compiled operators are cached by the layout
 of the arrays (dtype, shape and strides of each), so a repeated call compiles nothing.
+
+An operator's own refusal names the NumPy argument its field came from, the field after it:
+
+>>> import numpy as np
+>>> from dmlq.ops import ConvolutionInteger
+>>> x, w = np.zeros((1, 3, 4, 4), np.uint8), np.zeros((2, 3, 1, 1), np.int8)
+>>> computed(ConvolutionInteger, {"input": x, "filter": w}, None, (1, 2, 4, 4), np.dtype(np.int32),
+...          {"input": "x", "filter": "w"}, group_count=2)
+Traceback (most recent call last):
+...
+dmlq.errors.DmlError: group_count: 2 must divide the input's 3 channels and the filter's 2 (M) \
+(ConvolutionInteger.group_count)
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
 from .. import _core
 from ..device import CompiledOperator, Device
+from ..errors import DmlError
 from ..int4 import FOUR_BIT_DTYPES
-from ..ops.base import OperatorDesc
+from ..ops.base import OperatorDesc, TensorSupport
 from ..tensor import TensorDesc
 from ..types import DataType
 from .rules import check_out
@@ -60,9 +74,24 @@ def supported_dtypes(desc_type: type[OperatorDesc], field: str) -> tuple[np.dtyp
     >>> supported_dtypes(ElementWiseQuantizeLinear, "input")
     (dtype('float32'), dtype('float16'), dtype('int32'))
     """
+    return tuple(_numpy_dtype(t) for t in _support(desc_type, field).types)
+
+
+def supported_dimensions(desc_type: type[OperatorDesc], field: str) -> tuple[int, int]:
+    """The lowest and highest dimension counts ``desc_type``'s support table lists for ``field``.
+
+    >>> from dmlq.ops import QuantizedLinearConvolution
+    >>> supported_dimensions(QuantizedLinearConvolution, "input")
+    (3, 4)
+    """
+    return _support(desc_type, field).dims
+
+
+def _support(desc_type: type[OperatorDesc], field: str) -> TensorSupport:
+    """``field``'s line of the table that applies at the NumPy layer's feature level."""
     row = desc_type.support_row(DEVICE.feature_level)
     assert row is not None, f"{desc_type.__name__} is newer than the NumPy layer's feature level"
-    return tuple(_numpy_dtype(t) for t in row.tensors[field].types)
+    return row.tensors[field]
 
 
 def _numpy_dtype(data_type: DataType) -> np.dtype:
@@ -84,14 +113,20 @@ def at_least_1d(out: np.ndarray) -> np.ndarray:
     return out if out.ndim else out.reshape(1)
 
 
-def target(out: object, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def target(out: object, shape: tuple[int, ...], dtype: np.dtype,
+           apart_from: Iterable[np.ndarray | None] = ()) -> np.ndarray:  # fmt: skip
     """Where the kernels write a result of ``shape`` and ``dtype``: a new array when ``out`` is None,
     else ``out`` itself when DirectML strides can describe it, else a temporary for
     :func:`delivered` to copy into ``out``. Overlap with an input is the kernels' concern: they
-    compute into a temporary unless the output is exactly that input (element-wise operators)."""
+    compute into a temporary unless the output is exactly that input (element-wise operators).
+    An operator that cannot run in place names its inputs in ``apart_from``: an ``out`` that may
+    share memory with one of them gets a temporary, as its kernel never sees such an output
+    (DirectML's execute refuses one)."""
     if out is None:
         return _core.empty(shape, dtype)
     out = check_out(out, shape, dtype)
+    if any(each is not None and np.may_share_memory(out, each) for each in apart_from):
+        return _core.empty(shape, dtype)
     if describable(out) is out and all(s != 0 or n == 1 for s, n in zip(out.strides, shape)):
         return out
     return _core.empty(shape, dtype)
@@ -127,16 +162,80 @@ def layout_key(desc_type: type[OperatorDesc], out: np.ndarray,
     return tuple(parts)
 
 
+def computed(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | None], out: np.ndarray | None,
+             shape: tuple[int, ...], dtype: np.dtype, arguments: Mapping[str, str],
+             **fields: object) -> np.ndarray:  # fmt: skip
+    """The result of ``shape`` and ``dtype`` of an operator that cannot run in place, on ``operands``
+    described as they are (DirectML's sizes: broadcasting already made zero strides), written into
+    ``out`` (NumPy's rules) or a new array. A result with no elements (a size of 0, or below: a
+    window wider than its input) is an empty array once the description with each such size taken
+    as 1 passes the operator's rules (:func:`check_empty`). The operator's refusals name the NumPy
+    argument of each field (``arguments``: field -> argument; a field not in it keeps its name)."""
+    if any(n < 1 for n in shape):
+        check_empty(desc_type, operands, shape, dtype, arguments, **fields)
+        return delivered(target(out, tuple(max(n, 0) for n in shape), dtype), out)
+    written = target(out, shape, dtype, apart_from=operands.values())
+    operator, read = compiled(desc_type, operands, written, tuple(operands), (), arguments, **fields)
+    operator.run_arrays(read, written)
+    return delivered(written, out)
+
+
+def check_empty(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | None],
+                shape: tuple[int, ...], dtype: np.dtype, arguments: Mapping[str, str],
+                **fields: object) -> None:  # fmt: skip
+    """Compile (to validate, not to run) the description of a call whose result has no elements: the
+    packed descriptions of the operands and of a ``shape`` output (``fields`` may hold more output
+    descriptions), each size below 1 taken as 1, since DirectML's sizes are at least 1. A call gives
+    an empty result exactly when that call with those sizes 1 is valid."""
+    descs = {name: None if each is None else TensorDesc(data_type(each.dtype), _at_least_one(each.shape))
+             for name, each in operands.items()}  # fmt: skip
+    output = TensorDesc(data_type(dtype), _at_least_one(shape))
+    describe: Callable[..., OperatorDesc] = desc_type
+    _compile(describe(**descs, output=output, **fields), arguments)
+
+
+def _at_least_one(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(max(n, 1) for n in shape) or (1,)
+
+
+def _compile(desc: OperatorDesc, arguments: Mapping[str, str] | None) -> CompiledOperator:
+    """``desc`` compiled on the NumPy layer's device; a refusal names the NumPy argument of its field."""
+    try:
+        return DEVICE.compile_operator(desc)
+    except DmlError as error:
+        if arguments is None:
+            raise
+        raise _for_arguments(error, type(desc).__name__, arguments) from None
+
+
+def _for_arguments(error: DmlError, operator: str, arguments: Mapping[str, str]) -> DmlError:
+    """``error`` (``Operator.field: rule (device is ...)``) as ``argument: rule (Operator.field)``.
+
+    >>> str(_for_arguments(DmlError("Gemm.b: sizes [2, 3] do not continue a's K = 4 (device is 6_4)"),
+    ...                    "Gemm", {}))
+    "b: sizes [2, 3] do not continue a's K = 4 (Gemm.b)"
+    """
+    message = str(error)
+    where, separator, rule = message[len(operator) + 1 :].partition(": ")
+    if not message.startswith(f"{operator}.") or not separator:  # not a refusal of one of its fields
+        return error
+    rule = re.sub(r" \(device is [^()]*\)$", "", rule)
+    field = where.partition("[")[0]
+    argument = arguments.get(where) or arguments.get(field, field) + where[len(field) :]
+    return DmlError(f"{argument}: {rule} ({operator}.{where})")
+
+
 def run(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | None], out: np.ndarray,
         as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
         **fields: object) -> None:  # fmt: skip
     """Run the operator on ``operands`` (arrays that broadcast to ``out``) into ``out``."""
-    operator, operands = compiled(desc_type, operands, out, as_given, per_tensor, **fields)
+    operator, operands = compiled(desc_type, operands, out, as_given, per_tensor, None, **fields)
     operator.run_arrays(operands, out)
 
 
 def compiled(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | None], out: np.ndarray,
              as_given: tuple[str, ...] = (), per_tensor: tuple[str, ...] = (),
+             arguments: Mapping[str, str] | None = None,
              **fields: object) -> tuple[CompiledOperator, Mapping[str, np.ndarray | None]]:  # fmt: skip
     """The operator compiled for ``operands`` and ``out``, and the operands its kernel reads.
 
@@ -144,6 +243,7 @@ def compiled(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | 
     ones named in ``as_given`` described with their own sizes, the one-element ones named in
     ``per_tensor`` as DirectML's per-tensor {1, ..., 1}), is compiled once per layout; the kernels
     then read the operands as they are (packed copies of those DirectML strides cannot describe).
+    With ``arguments`` (field -> NumPy argument), a refusal names the argument (:func:`computed`).
     """
     key = _core.layout_key(desc_type, out, *operands.values())  # the common case, built in C
     if key is None:  # a strided or byte-swapped operand: described as it is, or copied
@@ -157,7 +257,7 @@ def compiled(desc_type: type[OperatorDesc], operands: Mapping[str, np.ndarray | 
                  for name, operand in operands.items()}  # fmt: skip
         descs = {name: None if view is None else desc(view) for name, view in views.items()}
         describe: Callable[..., OperatorDesc] = desc_type  # its fields are the operator's
-        operator = DEVICE.compile_operator(describe(**descs, output=desc(out), **fields))
+        operator = _compile(describe(**descs, output=desc(out), **fields), arguments)
         if len(_COMPILED) >= _COMPILED_LIMIT:
             _COMPILED.clear()
         _COMPILED[key] = operator

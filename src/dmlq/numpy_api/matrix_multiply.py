@@ -73,7 +73,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     if written.size and k == 0:
         _write_empty_product(operands["output_zero_point"], written)
     elif written.size:
-        views = {"a": _batch_view(a, out_shape[:-2]), "b": _batch_view(b, out_shape[:-2]), **operands}
+        views = {"a": batch_view(a, out_shape[:-2]), "b": batch_view(b, out_shape[:-2]), **operands}
         operator, read = compiled(QuantizedLinearMatrixMultiply, views, written, as_given=tuple(views))
         operator.run_arrays(read if packed is None else {**read, "b": packed.packed_b}, written)
     return delivered(written, out)
@@ -206,7 +206,9 @@ def matrix_quantization(value: np.ndarray | None, name: str, kind: str, m: int, 
     raise DmlError(f"{name}: shape {value.shape} is not supported; {rule}")
 
 
-def _batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+def batch_view(operand: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """``operand`` (``[..., rows, columns]``) with the result's ``batch`` dimensions, broadcast
+    through zero strides (DirectML's matrix multiplies take batches equal to the output's)."""
     described = describable(operand)
     if operand.shape[:-2] == batch:  # nothing to broadcast: skip the cost of a broadcast view
         return described

@@ -136,7 +136,7 @@ def _quantize_blockwise(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray
     """``quantize_linear`` with blocks: the arguments already checked by the rules."""
     shape = x.shape or (1,)
     blocks = block_shape(shape, scale.shape, axis, block_size)
-    zero_point = _in_blocks(zero_point, blocks)
+    zero_point = _in_blocks(zero_point, blocks, out_dtype)
     if out is not None:
         out = check_out(out, x.shape, out_dtype)
     if not x.size:  # DirectML's sizes are at least 1: an empty result needs no operator
@@ -158,7 +158,7 @@ def _dequantize_blockwise(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarr
     """``dequantize_linear`` with blocks: the arguments already checked by the rules."""
     shape = q.shape or (1,)
     blocks = block_shape(shape, scale.shape, axis, block_size)
-    zero_point = _in_blocks(zero_point, blocks)
+    zero_point = _in_blocks(zero_point, blocks, q.dtype)
     if out is not None:
         out = check_out(out, q.shape, scale.dtype)
     if not q.size:
@@ -172,10 +172,13 @@ def _dequantize_blockwise(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarr
     return delivered(result.reshape(q.shape), out)
 
 
-def _in_blocks(zero_point: np.ndarray | None, blocks: tuple[int, ...]) -> np.ndarray | None:
-    """The zero point with the scale's DirectML sizes ``blocks``: as many elements as the scale."""
+def _in_blocks(zero_point: np.ndarray | None, blocks: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    """The zero point with the scale's DirectML sizes ``blocks``: as many elements as the scale.
+
+    Without one, ONNX's zero point is 0: an unsigned ``dtype``'s is given as 0, since DirectML's SCALE
+    alone means the type's midpoint (:mod:`dmlq.ops.blockwise`), as onnxruntime's provider does."""
     if zero_point is None:
-        return None
+        return None if dtype in (np.dtype(np.int8), FOUR_BIT_DTYPES[0]) else np.zeros(blocks, dtype)
     if zero_point.size != math.prod(blocks):
         raise DmlError(f"zero_point: shape {zero_point.shape} differs from the scale's")
     return zero_point.reshape(blocks)

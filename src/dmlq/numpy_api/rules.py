@@ -1,5 +1,5 @@
 """The NumPy layer's argument rules, each stated once: data, scales, zero points, ``dtype``,
-``out``, broadcasting, and the blockwise ``axis`` and ``block_size``.
+``out``, broadcasting, the blockwise ``axis`` and ``block_size``, and the windows' attributes.
 
 Every NumPy-layer function (and :mod:`dmlq.dask`, which checks its arguments by the same rules)
 turns its arguments into arrays of the operator's dtypes here, or raises a :class:`DmlError`
@@ -16,7 +16,7 @@ dmlq.errors.DmlError: scale: a scale of 0 is undefined in DirectML
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeGuard, cast
 
 import numpy as np
@@ -24,8 +24,10 @@ from numpy.typing import DTypeLike, NDArray
 
 from ..errors import DmlError
 from ..int4 import FOUR_BIT_DTYPES
+from ..ops.windows import uint_problem
 from ..reference.saturate import integer_range
-from ..tensor import MAX_DIMENSION_COUNT
+from ..reference.windows import output_size
+from ..tensor import MAX_DIMENSION_COUNT, plain_ints
 
 U8, I8 = np.dtype(np.uint8), np.dtype(np.int8)
 F32, F16, I32 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32)
@@ -144,6 +146,51 @@ def _to_float(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return array.astype(dtype)
     with np.errstate(over="ignore"):
         return array.astype(dtype)
+
+
+def float_operands(operands: Mapping[str, object], allowed: Sequence[np.dtype],
+                   rule: str) -> dict[str, np.ndarray | None]:  # fmt: skip
+    """Float data of :func:`one_float_dtype` for each operand that is not None: NumPy floats of
+    another float dtype (float64) convert to float32; Python numbers and lists take that dtype.
+
+    >>> float_operands({"a": [1.0], "b": np.float16(2), "c": None}, (F32, F16), "one type")
+    {'a': array([1.], dtype=float16), 'b': array(2., dtype=float16), 'c': None}
+    """
+    dtype = one_float_dtype(operands, allowed, rule)
+    return {name: None if value is None else data(value, name, allowed, dtype, floats=F32)
+            for name, value in operands.items()}  # fmt: skip
+
+
+def one_float_dtype(operands: Mapping[str, object], allowed: Sequence[np.dtype], rule: str) -> np.dtype:
+    """The one float dtype of ``allowed`` (float32, float16) of the NumPy floats among ``operands``, a
+    float of another dtype (float64) counting as the float32 it converts to; float32 when there is
+    none. Two are refused (``rule`` says why: DirectML's operator has one data type for them).
+
+    >>> one_float_dtype({"a": 0.5, "b": np.float16([1])}, (F32, F16), "one type")
+    dtype('float16')
+    >>> one_float_dtype({"a": np.float64(0.5), "b": np.float16([1])}, (F32, F16), "one type")
+    Traceback (most recent call last):
+    ...
+    dmlq.errors.DmlError: a, b: float32 and float16 differ (one type)
+    """
+    dtypes = {}
+    for name, value in operands.items():
+        if is_numpy(value) and value.dtype.kind == "f":
+            dtypes[name] = native(value.dtype) if native(value.dtype) in allowed else F32
+    first, *others = dtypes or {"": F32}
+    for other in others:
+        if dtypes[other] != dtypes[first]:
+            raise DmlError(f"{first}, {other}: {dtypes[first]} and {dtypes[other]} differ ({rule})")
+    return dtypes.get(first, F32)
+
+
+def python_float_dtype(operands: Iterable[object], allowed: Sequence[np.dtype]) -> np.dtype:
+    """The dtype Python numbers take beside ``operands``: the first NumPy one's of an ``allowed``
+    float dtype, else float32."""
+    for operand in operands:
+        if is_numpy(operand) and native(operand.dtype) in allowed:
+            return native(operand.dtype)
+    return F32
 
 
 # -- scale ---------------------------------------------------------------------------------------
@@ -331,6 +378,63 @@ def _broadcast_pair(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[in
     return tuple(result)
 
 
+def channel_parameter(value: np.ndarray | None, name: str, shape: tuple[int, ...], partner: str,
+                      axis: int) -> np.ndarray | None:  # fmt: skip
+    """A scale, zero point or bias of a windowed operator, broadcast like a NumPy operand against
+    ``partner`` (of ``shape``) without changing its shape: one element (per-tensor) or one value per
+    index of ``axis`` (per-channel); as DirectML lays them, ``{1, ..., 1}`` or ``{1, C, 1, ...}``
+    with ``shape``'s dimension count. Which parameters may be per-channel is the operator's rule.
+
+    >>> channel_parameter(np.float32([[[[0.5]]], [[[2.0]]]]), "w_scale", (2, 3, 1, 1), "w", 0).shape
+    (1, 2, 1, 1)
+    >>> channel_parameter(np.float32([0.5, 2.0]), "w_scale", (2, 3, 1, 2), "w", 0)
+    Traceback (most recent call last):
+    ...
+    dmlq.errors.DmlError: w_scale: shape (2,) varies along w's axis 3; per-tensor or per-channel ...
+    """
+    if value is None:
+        return None
+    ndim = len(shape)
+    if value.ndim > ndim:
+        raise DmlError(f"{name}: {value.ndim} dimensions; {partner} has {ndim}")
+    if value.size == 1:
+        return value.reshape((1,) * ndim)
+    padded = (1,) * (ndim - value.ndim) + value.shape
+    allowed = f"per-tensor or per-channel {(shape[axis],) + (1,) * (ndim - axis - 1)} only"
+    if any(size not in (1, n) for size, n in zip(padded, shape)):
+        against = f"does not broadcast against {partner}'s {shape}"
+        raise DmlError(f"{name}: shape {value.shape} {against}; {allowed}")
+    varying = [d for d, size in enumerate(padded) if size != 1 and d != axis]
+    if varying:
+        raise DmlError(f"{name}: shape {value.shape} varies along {partner}'s axis {varying[0]}; {allowed}")
+    return value.reshape(1, -1, *(1,) * (ndim - 2))
+
+
+def broadcast_to_result(value: np.ndarray | None, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``value`` (a bias, GEMM's C) broadcast like a NumPy operand to the result's ``shape``, which it
+    may not change (it took part in the result's batch dimensions), through zero strides.
+
+    >>> broadcast_to_result(np.float32([1, 2]), "bias", (3, 2)).strides
+    (0, 4)
+    """
+    if value is None:
+        return None
+    try:
+        broadcast: tuple[int, ...] | None = np.broadcast_shapes(value.shape, shape)
+    except ValueError:
+        broadcast = None
+    if broadcast != shape:
+        raise DmlError(f"{name}: shape {value.shape} does not broadcast to the result's {shape}")
+    return np.broadcast_to(value, shape)
+
+
+def dimension_count(array: np.ndarray, name: str, counts: tuple[int, int], operator: str) -> None:
+    """``array`` has a dimension count the operator's table lists (``counts``: the lowest and highest)."""
+    low, high = counts
+    if not low <= array.ndim <= high:
+        raise DmlError(f"{name}: {array.ndim} dimensions; {operator} takes {low} to {high}")
+
+
 # -- out -----------------------------------------------------------------------------------------
 
 
@@ -389,3 +493,68 @@ def _normalized_axis(axis: int, ndim: int) -> int:
     if not -ndim <= axis < ndim:
         raise DmlError(f"axis: {axis} is out of range for {ndim} dimensions")
     return axis % ndim
+
+
+# -- windows: strides, dilations, padding, window sizes ----------------------------------------------
+
+
+def window_attribute(value: Sequence[int] | None, name: str, count: int,
+                     default: int | None) -> tuple[object, ...]:  # fmt: skip
+    """A window attribute (``strides``, ``dilations``, ``start_padding``, ``end_padding``,
+    ``window_size``): None is ``default`` (where there is one) for each of x's ``count`` spatial
+    dimensions; else a sequence of one value per spatial dimension, NumPy integers as Python ints,
+    the values as given (they are the operator's to check).
+
+    >>> window_attribute(None, "strides", 2, 1), window_attribute(np.int64([2, 3]), "strides", 2, 1)
+    ((1, 1), (2, 3))
+    >>> window_attribute([2], "dilations", 2, 1)
+    Traceback (most recent call last):
+    ...
+    dmlq.errors.DmlError: dilations: [2] holds 1 value; x has 2 spatial dimensions
+    """
+    if value is None and default is not None:
+        return (default,) * count
+    try:
+        values = None if isinstance(value, (str, bytes)) else plain_ints(value)
+    except TypeError:  # not iterable (a number), or not as it is (a 0-d array)
+        values = None
+    if not isinstance(values, tuple):
+        raise DmlError(f"{name}: must be a sequence of {count} integers, not {value!r}")
+    if len(values) != count:
+        held = f"{len(values)} value" + ("" if len(values) == 1 else "s")
+        raise DmlError(f"{name}: {list(values)} holds {held}; x has {count} spatial dimensions")
+    return values
+
+
+def window_attributes(given: Mapping[str, Sequence[int] | None], least: Mapping[str, int],
+                      count: int) -> dict[str, tuple[object, ...]]:  # fmt: skip
+    """:func:`window_attribute` of each attribute ``given`` by name, None meaning its ``least`` value
+    (the operator's: stride and dilation 1, padding 0) for each spatial dimension.
+
+    >>> window_attributes({"strides": None, "end_padding": [1]}, {"strides": 1, "end_padding": 0}, 1)
+    {'strides': (1,), 'end_padding': (1,)}
+    """
+    return {name: window_attribute(value, name, count, least[name]) for name, value in given.items()}
+
+
+def window_output_sizes(sizes: Sequence[int], window: Sequence[object],
+                        attributes: Mapping[str, tuple[object, ...]]) -> tuple[int, ...]:  # fmt: skip
+    """The output's size along each spatial dimension (:func:`dmlq.reference.windows.output_size`),
+    from the input's ``sizes``, the ``window``'s and the window ``attributes``; 1 along a dimension
+    where a value is one the operator refuses (its rule then names it, before any output size).
+
+    >>> attributes = {"strides": (2,), "dilations": (1,), "start_padding": (1,), "end_padding": (0,)}
+    >>> window_output_sizes((7,), (3,), attributes), window_output_sizes((7,), (0,), attributes)
+    ((3,), (1,))
+    """
+    named = ("start_padding", "end_padding", "strides", "dilations")
+    start, end, strides, dilations = (attributes[name] for name in named)
+    return tuple(_output_size(*column) for column in zip(sizes, start, end, window, strides, dilations))
+
+
+def _output_size(size: int, start: object, end: object, window: object, stride: object,
+                 dilation: object) -> int:  # fmt: skip
+    values = ((start, 0), (end, 0), (window, 1), (stride, 1), (dilation, 1))
+    if any(uint_problem(value, least) for value, least in values):
+        return 1
+    return output_size(size, *cast(tuple[int, int, int, int, int], (start, end, window, stride, dilation)))

@@ -6,25 +6,11 @@ computes the model's nodes the step stands for from the very inputs dmlq's run g
 difference there belongs to that step: to DirectML's operator, or to the provider's fusion of
 those nodes into one. Per graph output, onnxruntime CPU runs the whole model. Differences are
 counted in elements and measured in units of the last place: integer steps for quantized outputs,
-float ulps (of the larger magnitude) for float ones. Each gets its known cause:
-
-* a QDQ group the provider fuses (DQ, DQ -> MatMul -> Q as QLinearMatMul, ...): DirectML computes
-  the integer operator and rounds once, where ONNX's nodes round a float result computed from
-  dequantized values (the rule names its source);
-* QuantizeLinear / DequantizeLinear 21 whose scale the provider lays along other dimensions than
-  ``axis`` says: "the provider does not read axis for opset 21";
-* QuantizeLinear: ``x / scale`` within a float32 rounding of a .5 tie is broken differently;
-* QLinearAdd (and the QDQ Add group): onnxruntime requantizes with the ratios of the scales,
-  DirectML with the float32 formula, which resolve near-ties differently;
-* QLinearMatMul with uint8 A and int8 B where this machine's onnxruntime saturates (the probe
-  :func:`.ort_int8.u8s8_saturates`: CPUs without AVX-VNNI / AVX512-VNNI): its AVX2 kernel
-  (``vpmaddubsw``) saturates the int16 sum of each adjacent pair of products, where DirectML (and
-  dmlq) accumulate exactly. The node is recomputed with that model (:mod:`.ort_int8`) and the cause
-  names how many of the differing elements the saturation reaches; the rest (or all, elsewhere)
-  are requantization near-ties;
-* a graph output whose steps all agree and which onnxruntime CPU reproduces exactly with its graph
-  optimizations off: onnxruntime's float-only fusions over the whole model (:data:`.sessions.
-  FLOAT_FUSIONS`), which dmlq's sessions, each over a part of the graph, cannot all apply.
+float ulps (of the larger magnitude) for float ones. Each gets its known cause (:mod:`.causes`
+for a step's; for a graph output, the steps it follows from, or, where its steps all agree and
+onnxruntime CPU reproduces it exactly with its graph optimizations off, onnxruntime's float-only
+fusions over the whole model, :data:`.sessions.FLOAT_FUSIONS`, which dmlq's sessions, each over a
+part of the graph, cannot all apply).
 """
 
 from __future__ import annotations
@@ -34,25 +20,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ops import (
-    ElementWiseQuantizedLinearAdd,
-    ElementWiseQuantizeLinear,
-    Quantize,
-    QuantizedLinearMatrixMultiply,
-)
 from ..types import FeatureLevel
 from . import sessions
+from .causes import UNEXPLAINED, step_cause
 from .loading import Model, ModelSource
-from .ort_int8 import pair_saturation, u8s8_saturates
 from .preparing import prepared
 from .program import checked_inputs, specs
 from .running import execute
 from .staging import OTHER, stages
 from .steps import Step
 
-__all__ = ["Difference", "Report", "compare", "random_inputs"]
-
-UNEXPLAINED = "not a known cause"
+__all__ = ["UNEXPLAINED", "Difference", "Report", "compare", "random_inputs"]
 
 
 @dataclass(frozen=True)
@@ -156,9 +134,10 @@ def compare(
     ours = execute(loaded, feeds, feature_level, keep=values)
     report = Report(seed, drawn)
     report.nodes = [
-        _compare_step(loaded, step, values) if step.mapped else _not_compared(step, values)
+        difference
         for stage in stages(loaded)
         for step in stage.steps
+        for difference in _compare_step(loaded, step, values)
     ]
     checked = checked_inputs(loaded, feeds)
     theirs = _ort_whole(loaded, checked)
@@ -208,25 +187,30 @@ def _ort_whole(
     return dict(zip(model.output_names, session.run(model.output_names, dict(feeds))))
 
 
-def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) -> Difference:
+def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) -> list[Difference]:
+    """Each output of a mapped step against onnxruntime CPU's nodes on the same inputs."""
+    if not step.mapped:
+        return [_not_compared(step, values)]
     feeds = {}
     for node in step.covers:
         for name in node.input:
             if name and name not in model.initializers and name not in feeds and _outside(step, name):
                 feeds[name] = values[name]
-    output = step.outputs[0]
+    outputs = list(step.outputs)
     key = ("step session", id(step), tuple((n, v.dtype) for n, v in feeds.items()))
     session = model.cache.get(key)
     if session is None:
         dtypes = {name: value.dtype for name, value in feeds.items()}
-        session = model.cache[key] = sessions.ort_session(model, list(step.covers), dtypes, [output])
-    theirs = session.run([output], feeds)[0]
-    ours = values[output]
+        session = model.cache[key] = sessions.ort_session(model, list(step.covers), dtypes, outputs)
     described = step.describe(specs(step, values))
-    cause = _step_cause(
-        step, described.warning, values, ours != theirs if ours.shape == theirs.shape else None
-    )
-    return _difference(step.name, output, step.operator.TYPE_NAME, ours, theirs, cause)
+    found = []
+    for output, theirs in zip(outputs, session.run(outputs, feeds)):
+        ours = values[output]
+        cause = UNEXPLAINED
+        if ours.shape == theirs.shape and not _equal(ours, theirs):
+            cause = step_cause(step, described.warning, values, output, ours, theirs)
+        found.append(_difference(step.name, output, step.operator_name, ours, theirs, cause))
+    return found
 
 
 def _not_compared(step: Step, values: Mapping[str, np.ndarray]) -> Difference:
@@ -296,46 +280,6 @@ def _ulps(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return np.where(both_nan, 0.0, np.nan_to_num(gap, nan=np.inf))
 
 
-def _step_cause(
-    step: Step, warning: str, values: Mapping[str, np.ndarray], differing: np.ndarray | None
-) -> str:
-    if warning:
-        return warning
-    if len(step.covers) > 1 and step.node.op_type.startswith("QLinear"):
-        return (
-            f"the provider fuses {' -> '.join(map(_short, step.covers))} into {step.node.op_type} "
-            f"({step.rule.split(';')[0]}): DirectML computes the quantized operator and rounds once, where "
-            "ONNX's nodes quantize a float result computed from dequantized values"
-        )
-    if step.operator in (ElementWiseQuantizeLinear, Quantize):
-        return "x / scale is a rounding tie (within a float32 rounding of .5) onnxruntime breaks differently"
-    if step.operator is ElementWiseQuantizedLinearAdd:
-        return "onnxruntime's QLinearAdd requantizes with ratios of scales, DirectML with the float32 formula"
-    if step.operator is QuantizedLinearMatrixMultiply:
-        return _matmul_cause(values[step.inputs[0]], values[step.inputs[3]], differing)
-    return UNEXPLAINED
-
-
-def _matmul_cause(a: np.ndarray, b: np.ndarray, differing: np.ndarray | None) -> str:
-    """The saturation of onnxruntime's u8 x s8 kernel where recomputing the node with it reaches the
-    differing elements; requantization near-ties for the rest."""
-    near_tie = "requantization near-tie: onnxruntime multiplies by a float32 multiplier, DirectML rounds once"
-    if differing is None or not differing.any() or (a.dtype, b.dtype) != (np.uint8, np.int8):
-        return near_tie
-    if not u8s8_saturates():
-        return near_tie
-    saturation = pair_saturation(np.atleast_2d(a), b.reshape(-1, 1) if b.ndim == 1 else b)
-    reached = int(np.count_nonzero(saturation.reshape(differing.shape)[differing]))
-    if not reached:
-        return near_tie
-    total = int(np.count_nonzero(differing))
-    cause = (
-        "onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; DirectML "
-        f"accumulates exactly (recomputed: the saturation reaches {reached} of {total} differing elements)"
-    )
-    return cause if reached == total else f"{cause}; the others: {near_tie}"
-
-
 def _output_cause(model: Model, output: str, nodes: list[Difference], matches_unfused: bool) -> str:
     upstream = _ancestors(model, output)
     differing = [d.node for d in nodes if d.differing and d.output in upstream]
@@ -348,10 +292,6 @@ def _output_cause(model: Model, output: str, nodes: list[Difference], matches_un
             "onnxruntime CPU with its graph optimizations off matches exactly"
         )
     return UNEXPLAINED
-
-
-def _short(node) -> str:
-    return {"QuantizeLinear": "Q", "DequantizeLinear": "DQ"}.get(node.op_type, node.op_type)
 
 
 def _ancestors(model: Model, output: str) -> set[str]:

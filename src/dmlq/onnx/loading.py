@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper, shape_inference
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ..errors import DmlError
+from .kernel_args import global_kernel, kernel, output_shape
 from .options import Options
 
 __all__ = ["DEFAULT_DOMAINS", "MICROSOFT", "Model", "TensorType", "read"]
@@ -220,12 +221,60 @@ def _same_as_input(node: onnx.NodeProto, types: dict[str, TensorType]) -> Tensor
     return types.get(node.input[0])
 
 
+def _matmul(dtype_input: int):
+    """A matrix multiply's output: NumPy's ``matmul`` of inputs 0 and 1, input ``dtype_input``'s dtype."""
+
+    def infer(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+        a, b, typed = types.get(node.input[0]), types.get(node.input[1]), types.get(node.input[dtype_input])
+        if a is None or b is None or typed is None or not a.shape or not b.shape:
+            return None
+        a_shape = (1, *a.shape) if len(a.shape) == 1 else a.shape
+        b_shape = (*b.shape, 1) if len(b.shape) == 1 else b.shape
+        batch = _broadcast(a_shape[:-2], b_shape[:-2])
+        if batch is None:
+            return None
+        shape = (*batch, a_shape[-2], b_shape[-1])
+        shape = shape[:-2] + shape[-1:] if len(a.shape) == 1 else shape
+        return TensorType(typed.dtype, shape[:-1] if len(b.shape) == 1 else shape)
+
+    return infer
+
+
+def _matmul_nbits(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+    a = types.get(node.input[0])
+    n = next((attribute.i for attribute in node.attribute if attribute.name == "N"), None)
+    return None if a is None or a.shape is None or n is None else TensorType(a.dtype, (*a.shape[:-1], n))
+
+
+def _pool(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
+    """QLinearAveragePool / QLinearGlobalAveragePool: the window's output sizes (static shapes only)."""
+    x = types.get(node.input[0])
+    if x is None or x.shape is None or None in x.shape:
+        return None
+    try:
+        args = (
+            global_kernel(node, x.shape)
+            if node.op_type == "QLinearGlobalAveragePool"
+            else kernel(node, x.shape)
+        )
+        shape = output_shape(x.shape, args, args.channels_last)
+    except DmlError:  # the provider refuses it: the verdict says why
+        return None
+    zero_point = types.get(node.input[4]) if len(node.input) > 4 and node.input[4] else None
+    return TensorType(zero_point.dtype if zero_point else x.dtype, shape)
+
+
 MICROSOFT_TYPES = {  # com.microsoft operators' output 0 from their inputs' types
     "QLinearAdd": _qlinear_add,
     "QuantizeLinear": _quantize,
     "DequantizeLinear": _dequantize,
     "QLinearSigmoid": _same_as_input,
     "QLinearLeakyRelu": _same_as_input,
+    "MatMulIntegerToFloat": _matmul(2),
+    "DynamicQuantizeMatMul": _matmul(0),
+    "MatMulNBits": _matmul_nbits,
+    "QLinearAveragePool": _pool,
+    "QLinearGlobalAveragePool": _pool,
 }
 
 

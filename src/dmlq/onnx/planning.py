@@ -96,7 +96,7 @@ def _provider_step(
         found.inputs,
         outputs,
         f"{prefix}{found.source}",
-        found.operator,
+        found.operators,
         found.build,
         constants=constants,
     )

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 
 import ml_dtypes
 import numpy as np
@@ -22,12 +24,13 @@ from ..device import CompiledOperator, Device
 from ..errors import DmlError
 from ..int4 import pack_int4, unpack_int4
 from ..ops import OperatorDesc
+from ..tensor import TensorDesc
 from ..threads import get_num_threads
 from ..types import FeatureLevel, TensorFlags
 from . import sessions
 from .loading import Model
 from .staging import Stage, stages
-from .steps import Described, Spec, Step
+from .steps import Output, Source, Spec, Step
 from .verdicts import refusals
 
 __all__ = ["Program", "checked_inputs", "program", "specs"]
@@ -67,7 +70,8 @@ class Program:
             compiled
             for call in self.calls
             if isinstance(call, _MappedCall)
-            for _, compiled in call.compiled.values()
+            for kernel in call.compiled.values()
+            for compiled in kernel.operators
         ]
 
     def sessions(self) -> list:
@@ -122,11 +126,10 @@ class _MappedCall:
     def __init__(self, program: Program, step: Step) -> None:
         self.program = program
         self.step = step
-        self.output = step.outputs[0]
         self.variable = tuple(
             (index, name) for index, name in enumerate(step.inputs) if name and name not in program.constants
         )
-        self.compiled: dict[tuple, tuple[Described, CompiledOperator]] = {}
+        self.compiled: dict[tuple, _Kernel] = {}
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         operands: list[np.ndarray | None] = [None] * len(self.step.inputs)
@@ -136,34 +139,98 @@ class _MappedCall:
             signature.append((value.dtype, value.shape))
             operands[index] = _bindable(value)
         key = tuple(signature)
-        found = self.compiled.get(key)
-        if found is None:
-            found = self.compiled[key] = self._compile(values)
-        described, compiled = found
-        if described.dtype in NIBBLES:
-            packed = np.empty((int(np.prod(described.sizes)) + 1) // 2, np.uint8)
-            compiled.execute(operands, [packed])
-            values[self.output] = unpack_int4(packed, described.shape, described.dtype)
-            return
-        out = np.empty(described.sizes, described.dtype)
-        compiled.execute(operands, [out])
-        values[self.output] = out.reshape(described.shape)
+        kernel = self.compiled.get(key)
+        if kernel is None:
+            kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
+        results = kernel.execute(operands)
+        for name, output in kernel.outputs:
+            values[name] = _value(results[output.node][output.index], output)
 
-    def _compile(self, values: Mapping[str, np.ndarray]) -> tuple[Described, CompiledOperator]:
-        constants = self.program.constants
-        every = [
-            constants[name] if name in constants else values[name] if name else None
-            for name in self.step.inputs
-        ]
-        described = self.step.describe(specs(self.step, {**constants, **values}))
-        owned = tuple(index for index, name in enumerate(self.step.inputs) if name and name in constants)
-        desc = _owned_by_dml(described.desc, owned)
-        compiled = self.program.device.compile_operator(desc)
-        if owned:
-            compiled.initialize(
-                [_bindable(every[index]) if index in owned else None for index in range(len(every))]
-            )
-        return dataclasses.replace(described, desc=desc), compiled
+
+@dataclass(frozen=True)
+class _Operator:
+    """What a run does for one operator: call it on its sources into new output buffers."""
+
+    compiled: CompiledOperator
+    sources: tuple[Source, ...]
+    allocations: tuple[Callable[[], np.ndarray], ...]
+
+
+class _Kernel:
+    """A mapped step's operators compiled for one signature of its operands, as the provider's kernel
+    builds them: constant operands flagged OWNED_BY_DML and bound once (``GraphDescBuilder.cpp``),
+    and the results of operators that read constants alone computed once (the same bits each run)."""
+
+    def __init__(self, program: Program, step: Step, values: Mapping[str, np.ndarray]) -> None:
+        constants = program.constants
+        described = step.describe(specs(step, {**constants, **values}))
+        constant = {index for index, name in enumerate(step.inputs) if name and name in constants}
+        self.operators: list[CompiledOperator] = []
+        self.results: list[tuple[np.ndarray, ...] | None] = []  # each run starts from the fixed results
+        self.pending: list[tuple[int, _Operator]] = []
+        for position, node in enumerate(described.nodes):
+            owned = tuple(index for index, source in enumerate(node.sources) if source in constant)
+            desc = _owned_by_dml(node.desc, owned)
+            compiled = program.device.compile_operator(desc)
+            if owned:
+                compiled.initialize(
+                    [_bindable(constants[step.inputs[source]]) if index in owned else None
+                     for index, source in enumerate(node.sources)]
+                )  # fmt: skip
+            self.operators.append(compiled)
+            allocations = tuple(_allocation(getattr(desc, field.name)) for field in desc.output_fields())
+            operator = _Operator(compiled, node.sources, allocations)
+            if all(self._is_fixed(source, constant) for source in node.sources):
+                fixed = _run(operator, [None] * len(step.inputs), self.results)
+                for result in fixed:
+                    result.flags.writeable = False
+                self.results.append(fixed)
+            else:
+                self.results.append(None)
+                self.pending.append((position, operator))
+        self.outputs = [(name, output) for name, output in zip(step.node.output, described.outputs) if name]
+
+    def _is_fixed(self, source: Source, constant: set[int]) -> bool:
+        """Whether a source's value is the same every run: absent, constant, or a fixed result."""
+        return (
+            source is None
+            or source in constant
+            or isinstance(source, tuple)
+            and self.results[source[0]] is not None
+        )
+
+    def execute(self, operands: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...] | None]:
+        """Each operator's outputs (its buffers, in its output fields' order)."""
+        results = self.results.copy()
+        for position, operator in self.pending:
+            results[position] = _run(operator, operands, results)
+        return results
+
+
+def _run(operator: _Operator, operands: list[np.ndarray | None], results: list) -> tuple[np.ndarray, ...]:
+    """The operator on the step's operands (None where bound once) and earlier operators' results."""
+    inputs = [
+        None if source is None else operands[source] if type(source) is int else results[source[0]][source[1]]
+        for source in operator.sources
+    ]
+    buffers = tuple(allocate() for allocate in operator.allocations)
+    operator.compiled.execute(inputs, buffers)
+    return buffers
+
+
+def _allocation(tensor: TensorDesc) -> Callable[[], np.ndarray]:
+    """How to make memory for an output tensor: its elements, or its packed bytes for a 4-bit type."""
+    dtype = tensor.data_type.dtype
+    if dtype is None:  # the 4-bit types
+        return partial(np.zeros, tensor.addressed_bytes, np.uint8)
+    return partial(np.empty, tensor.addressed_bytes // dtype.itemsize, dtype)
+
+
+def _value(buffer: np.ndarray, output: Output) -> np.ndarray:
+    """A step output as ONNX has it: the description addresses the ONNX output's packed memory."""
+    if output.dtype in NIBBLES:
+        return unpack_int4(buffer, output.shape, output.dtype)
+    return buffer.reshape(output.shape)
 
 
 class _OtherCall:

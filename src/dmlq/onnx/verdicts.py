@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DmlError
+from ..ops import OperatorDesc
 from ..types import FeatureLevel
 from .loading import Model
 from .staging import OTHER, stages
@@ -27,7 +28,8 @@ __all__ = ["Verdict", "refusals", "static_specs", "verdict"]
 class Verdict:
     """One step of the model: its nodes, what computes them, and whether DirectML accepts it.
 
-    ``operator`` is DirectML's operator name (``None`` for nodes computed by onnxruntime CPU);
+    ``operator`` is DirectML's operator name, the names joined by " + " where the provider's kernel
+    builds several (``None`` for nodes computed by onnxruntime CPU);
     ``missing`` the DirectML operator(s) the provider runs for those nodes that dmlq does not have
     yet; ``valid`` is None when the shapes are not known before running, False where the provider
     fails to create the kernel or the feature level refuses it; ``warning`` where the provider's
@@ -68,7 +70,7 @@ def verdict(model: Model, step: Step, level: FeatureLevel, specs: list[Spec | No
             reason = f"the provider fails to create its kernel: {step.refusal}"
             return Verdict(names, op_types, None, False, None, reason, step.rule, step.missing)
         return Verdict(names, op_types, None, None, None, OTHER, step.rule, step.missing)
-    operator = step.operator.TYPE_NAME
+    operator = step.operator_name
     if specs is None:
         return Verdict(names, op_types, operator, None, None, "shapes known only when run", step.rule)
     try:
@@ -76,15 +78,22 @@ def verdict(model: Model, step: Step, level: FeatureLevel, specs: list[Spec | No
     except DmlError as error:
         reason = f"the provider fails to create its kernel: {error}"
         return Verdict(names, op_types, operator, False, None, reason, step.rule)
-    desc = described.desc
-    lowest = desc.minimum_feature_level()
-    try:
-        desc.validate(level)
-    except DmlError as error:
-        return Verdict(
-            names, op_types, operator, False, lowest, str(error), step.rule, warning=described.warning
-        )
+    descs = [node.desc for node in described.nodes]
+    lowest = _lowest_level(descs)
+    for desc in descs:
+        try:
+            desc.validate(level)
+        except DmlError as error:
+            return Verdict(
+                names, op_types, operator, False, lowest, str(error), step.rule, warning=described.warning
+            )
     return Verdict(names, op_types, operator, True, lowest, "", step.rule, warning=described.warning)
+
+
+def _lowest_level(descs: list[OperatorDesc]) -> FeatureLevel | None:
+    """The lowest level that accepts every operator of the step (None when some level accepts none)."""
+    levels = [desc.minimum_feature_level() for desc in descs]
+    return None if None in levels else max(levels)
 
 
 def static_specs(

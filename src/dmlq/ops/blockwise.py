@@ -15,6 +15,15 @@ Sources, row by row:
   ``n`` blocks of ``k`` elements sharing one value (size 1 is the whole dimension, per-tensor;
   the provider writes a MatMulNBits weight ``{N, K}`` with scales ``{N, K / block}``). The output
   has the input's sizes.
+* Without a zero point (``QuantizationType.SCALE``) an unsigned type's zero point is the midpoint of
+  its range, 128 for UINT8 and 8 for UINT4, and a signed type's is 0: onnxruntime's DirectML provider
+  says so where it maps ONNX's QuantizeLinear / DequantizeLinear 21, whose default zero point is 0
+  for every type, onto these operators ("For unsigned quantization, DML uses the midpoint of the
+  datatype when zero point isn't provided (e.g. 8 for uint4 and 128 for uint8)", so it binds a zero
+  point of 0 made by FILL_VALUE_CONSTANT: ``DmlOperatorQuantization21`` in
+  ``onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorElementWise.cpp``,
+  ShirasawaSama/onnxruntime@c4780e65), and its MatMulNBits relies on it (SCALE only for weights
+  whose default zero point is ``2^(bits - 1)``, ``DmlOperatorMatMulNBits.cpp``).
 """
 
 from __future__ import annotations
@@ -22,6 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
+
+import ml_dtypes
+import numpy as np
 
 from ..tensor import TensorDesc
 from ..types import DataType, FeatureLevel, QuantizationType
@@ -38,6 +50,19 @@ FIELDS = (
     TensorField("quantization_tensors", "QuantizationTensors", is_array=True),
     TensorField("output", "OutputTensor", is_output=True),
 )
+
+
+def scale_only_zero_point(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The zero point of a description without one: the midpoint of an unsigned ``dtype`` (an array of
+    ``shape``), None (0) for a signed one.
+
+    >>> scale_only_zero_point(np.dtype(np.uint8), (2,)), scale_only_zero_point(np.dtype(np.int8), (2,))
+    (array([128, 128], dtype=uint8), None)
+    """
+    info = ml_dtypes.iinfo(dtype)
+    if info.min < 0:
+        return None
+    return np.full(shape, (info.max + 1) // 2, np.uint8).astype(dtype)
 
 
 def quantization_tensors(present: Mapping[str, TensorDesc]) -> list[tuple[str, TensorDesc]]:
@@ -90,6 +115,17 @@ CONSTRAINTS = (
     Constraint("each size of a quantization tensor must divide input's (blocks)", _blocks_divide_input),
     Constraint("the zero point must have the scale's sizes", _same_quantization_sizes),
 )  # fmt: skip
+
+
+DECISIONS = (
+    "**Without a zero point** (QuantizationType SCALE) an unsigned type's zero point is its midpoint, 128 "
+    "for UINT8 and 8 for UINT4, a signed type's 0: the page says \"TBD\"; onnxruntime's DirectML provider "
+    "states it (\"For unsigned quantization, DML uses the midpoint of the datatype when zero point isn't "
+    'provided (e.g. 8 for uint4 and 128 for uint8)", `DmlOperatorQuantization21` in '
+    "`Ops/DmlOperatorElementWise.cpp`, ShirasawaSama/onnxruntime@c4780e65), binds a zero point of 0 for "
+    "ONNX's Q/DQ-21 there, and describes MatMulNBits weights without zero points (default `2^(bits - 1)`)"
+    " with SCALE alone (`Ops/DmlOperatorMatMulNBits.cpp`).",
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,8 @@
 with ``scale`` and ``zero_point`` the quantization tensors' values of each element's block (see
 :mod:`dmlq.ops.blockwise` for where each rule comes from: DirectML's page gives the fields, the
 dimension counts and the data types and leaves the rest "TBD"; the formula is ONNX's
-DequantizeLinear, opset 21, as onnxruntime's DirectML provider uses it for MatMulNBits). Not in-place.
+DequantizeLinear, opset 21, as onnxruntime's DirectML provider uses it for MatMulNBits; without
+a zero point an unsigned type's is its midpoint). Not in-place.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from .base import support
 from .blockwise import (
     CONSTRAINTS,
+    DECISIONS,
     FIELDS,
     FLOATS,
     INTEGERS,
@@ -45,5 +47,6 @@ class Dequantize(BlockwiseQuantization):
         support(INTRODUCED, (1, 8), input=INTEGERS, quantization_tensors=QUANTIZATION_TYPES, output=FLOATS),
     )
     CONSTRAINTS = CONSTRAINTS
+    DECISIONS = DECISIONS
     FLOAT_SIDE = "output"
     INTEGER_SIDE = "input"

@@ -33,18 +33,16 @@ from .matrix_multiply_integer import MATRIX_SHAPES, row_and_column_violations
 FL = FeatureLevel
 INTEGERS = (DataType.INT32, DataType.INT16, DataType.INT8, DataType.UINT32, DataType.UINT16, DataType.UINT8)
 FLOATS = (DataType.FLOAT32, DataType.FLOAT16)
-_SAME_INTEGER_TYPE = same_data_type("a", "a_zero_point", "b", "b_zero_point")
-MIXED_TYPES_NOTE = (
-    "the page's rule, though onnxruntime's DirectML tests run UINT8 A with INT8 B and INT8 A with UINT8 B "
-    "(docs/operators.md, MatrixMultiplyIntegerToFloat)"
-)
+_BYTE_TYPES = {DataType.UINT8, DataType.INT8}
 
 
-def _same_integer_type(present: Mapping[str, TensorDesc]) -> tuple[str, str] | None:
-    found = _SAME_INTEGER_TYPE.check(present)
-    if found and found[0] == "b":
-        return found[0], f"{found[1]}; {MIXED_TYPES_NOTE}"
-    return found
+def _one_integer_type_or_bytes(present: Mapping[str, TensorDesc]) -> tuple[str, str] | None:
+    """A and B of one integer type, or one UINT8 and the other INT8 (see DECISIONS: the page's rule
+    is one type; onnxruntime's DirectML tests run both byte mixes)."""
+    a, b = present["a"].data_type, present["b"].data_type
+    if a == b or {a, b} == _BYTE_TYPES:
+        return None
+    return "b", f"data type {b.name} differs from a's {a.name} (only UINT8 and INT8 may mix)"
 
 
 def _quantization_shapes(desc: MatrixMultiplyIntegerToFloat) -> Iterator[tuple[str, str]]:
@@ -97,8 +95,9 @@ class MatrixMultiplyIntegerToFloat(OperatorDesc):
         same_dimension_count("a_scale", "a_zero_point", "b_scale", "b_zero_point"),
         same_dimension_count("a", "bias", "b", "output"),
         same_sizes("output", "bias"),
-        Constraint(f"a, a_zero_point, b, b_zero_point must have the same data type: {MIXED_TYPES_NOTE}",
-                   _same_integer_type),
+        same_data_type("a", "a_zero_point"),
+        same_data_type("b", "b_zero_point"),
+        Constraint("a and b have one integer type, or are UINT8 and INT8", _one_integer_type_or_bytes),
         same_data_type("a_scale", "bias", "b_scale", "output"),
         MATRIX_SHAPES,
     )  # fmt: skip
@@ -116,14 +115,17 @@ class MatrixMultiplyIntegerToFloat(OperatorDesc):
         "ShirasawaSama/onnxruntime@c4780e65): DirectML's GPUs may differ from dmlq by float rounding. For "
         "|acc| >= 2^53 (32-bit inputs only) float64(acc) itself rounds.",
         "**Mixed A / B types** (page vs onnxruntime): the page requires A, AZeroPoint, B and BZeroPoint of "
-        "one data type; onnxruntime registers T1 and T2 independently "
-        "(`Ops/DmlOperatorMatMulIntegerToFloat.cpp` passes them unconverted) and runs UINT8 x INT8 "
-        "(HasZeroPoint_NoBias_test_U8S8, ...) and, under `USE_DML`, INT8 x UINT8 ('DML EP supports ... "
-        "Signed A Matrix and Unsigned B Matrix for Float32 output') on the DirectML provider, expecting "
-        "success. dmlq validates as the page says, because its validation promises DirectML's documented "
-        "rules and refusing is the side a page-conforming DirectML never contradicts; the refusal names the"
-        " conflict. onnxruntime's own DynamicQuantizeMatMul mapping quantizes A to B's type, which keeps "
-        "one type.",
+        "one data type. onnxruntime's DirectML provider registers T1 and T2 independently "
+        "(`Ops/DmlOperatorMatMulIntegerToFloat.cpp` passes them unconverted), and its tests run UINT8 x INT8 "
+        "(`HasZeroPoint_NoBias_test_U8S8`, `MatMulIntegerToFloat_FP16_U8S8`, ...) and INT8 x UINT8 "
+        "(`HasZeroPoint_NoBias_test_S8U8`, ...: 'DML EP supports ... Signed A Matrix and Unsigned B Matrix') "
+        "on the DirectML provider alone, expecting success "
+        "(`onnxruntime/test/contrib_ops/matmul_integer_to_float_test.cc`, "
+        "ShirasawaSama/onnxruntime@c4780e65): executable evidence that DirectML accepts them. dmlq accepts A "
+        "and B of one type or one UINT8 and the other INT8 (what those tests show), with each zero point of "
+        "its own tensor's type; wider mixes, "
+        "which no test shows, stay refused as the page says. quantize_dynamic's default models (uint8 A from "
+        "DynamicQuantizeLinear, int8 weights) need it.",
         "**The page's members OutputScaleTensor and OutputZeroPointTensor** do not exist in the struct "
         "(DirectMLSchema.h has 8 fields; the syntax block agrees): dmlq has the 8.",
         "**Scale and zero point layouts**: as MatrixMultiplyInteger's zero points (right-aligned; a 1-D A "

@@ -6,7 +6,7 @@ with ``scale`` and ``zero_point`` the quantization tensors' values of each eleme
 :mod:`dmlq.ops.blockwise` for where each rule comes from: DirectML's page gives the fields, the
 dimension counts and the data types and leaves the rest "TBD"; the formula, halves to even and the
 ranges INT8 [-128, 127], UINT8 [0, 255], INT4 [-8, 7], UINT4 [0, 15] are ONNX's QuantizeLinear,
-opset 21). Not in-place.
+opset 21; without a zero point an unsigned type's is its midpoint). Not in-place.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .base import support
 from .blockwise import (
     CONSTRAINTS,
+    DECISIONS,
     FIELDS,
     FLOATS,
     INTEGERS,
@@ -45,5 +46,6 @@ class Quantize(BlockwiseQuantization):
         support(INTRODUCED, (1, 8), input=FLOATS, quantization_tensors=QUANTIZATION_TYPES, output=INTEGERS),
     )
     CONSTRAINTS = CONSTRAINTS
+    DECISIONS = DECISIONS
     FLOAT_SIDE = "input"
     INTEGER_SIDE = "output"

@@ -27,7 +27,8 @@ def matrix_multiply_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zer
     array([[2.375]], dtype=float32)
     """
     accumulated = exact_products(a, a_zero_point, b, b_zero_point).astype(np.float64)
-    result = (accumulated * (widened(a_scale) * widened(b_scale))).astype(np.float32)
-    if bias is not None:
-        result = result + np.asarray(bias, np.float32)
-    return result.astype(output_dtype)
+    with np.errstate(over="ignore"):  # beyond the output type's range: infinity, silently
+        result = (accumulated * (widened(a_scale) * widened(b_scale))).astype(np.float32)
+        if bias is not None:
+            result = result + np.asarray(bias, np.float32)
+        return result.astype(output_dtype)

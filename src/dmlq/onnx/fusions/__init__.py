@@ -8,8 +8,8 @@ c4780e65b57e8c7e3f8f184a80c25aabc5530b06):
   ``optimizer/qdq_transformer/selectors_actions/qdq_selector_action_transformer.cc`` registers for
   the DirectML provider, with the selectors of ``qdq_selectors.cc``;
 * :mod:`.matmul_integer_to_float`: ``optimizer/matmul_integer_to_float.cc``;
-* :mod:`.activation`: the provider's own ``GraphTransformer.cpp`` (an Add or Sum with a Relu or
-  LeakyRelu after it).
+* :mod:`.activation`: the provider's own ``GraphTransformer.cpp`` (an Add, Sum, Gemm or MatMul with
+  an activation after it).
 
 Each returns a :class:`.qdq.Fusion`: the node onnxruntime builds and the model's nodes it replaces.
 ``FUSIONS`` lists them by the operator they start from, in the order onnxruntime applies them.
@@ -46,4 +46,6 @@ FUSIONS = {
     "Mul": (matmul_integer_to_float.fuse,),
     "Add": (activation.fuse,),
     "Sum": (activation.fuse,),
+    "Gemm": (activation.fuse,),
+    "MatMul": (activation.fuse,),
 }

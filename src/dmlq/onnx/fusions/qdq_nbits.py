@@ -3,11 +3,16 @@
 and DirectML providers; ``DQMatMulNodeGroupSelector`` in ``qdq_selectors.cc``;
 ``DQMatMulToMatMulNBitsAction`` in ``qdq_actions.cc``): a DQ of constant 4-bit weights, blocked along
 axis 0 with a power-of-two block_size of at least 16, as MatMul's second input with no Q after the
-MatMul, becomes a com.microsoft MatMulNBits (bits 4; the weights transposed to ``[N, K]`` blocks,
-unsigned)."""
+MatMul, becomes a com.microsoft MatMulNBits (bits 4). The action writes its constants
+(``MlasQDQTransposeBlockwiseQuantized``, ``onnxruntime/core/mlas/lib/q4_dq.cpp``): the weights
+transposed to uint8 ``[N, K / block, block / 2]`` (two nibbles a byte, the first low), the scales to
+``[N * K / block]``, the zero points to uint8 ``[N * ceil(blocks / 2)]`` per row; signed int4 values
+are made unsigned by flipping their sign bit (``v ^ 8``, ``v + 8``), and an int4 DQ without zero
+point gets none (MatMulNBits' default 8), a uint4 one explicit zeros."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import helper
@@ -44,14 +49,14 @@ def matmul_nbits(graph: Graph, target: onnx.NodeProto) -> Fusion | None:
     k, n = weight.shape
     if scale.shape != (-(-k // block), n):
         return None
+    name = dequantize.output[0]
+    constants = {f"{name}::weights_T": _transposed(weight, block), f"{name}::scales_T": scale.T.reshape(-1)}
+    if zero_point is not None or weight.dtype == np.dtype(ml_dtypes.uint4):
+        zero_point = zero_point if zero_point is not None else np.zeros(scale.shape, weight.dtype)
+        constants[f"{name}::zero_points_T"] = _rows(_unsigned(zero_point).T).reshape(-1)
     node = helper.make_node(
         "MatMulNBits",
-        [
-            target.input[0],
-            dequantize.input[0],
-            dequantize.input[1],
-            *([zero_point_name] if zero_point_name else []),
-        ],
+        [target.input[0], *constants],
         [target.output[0]],
         name=target.name,
         domain=MICROSOFT,
@@ -62,4 +67,28 @@ def matmul_nbits(graph: Graph, target: onnx.NodeProto) -> Fusion | None:
         accuracy_level=4,
     )
     rule = f"{SOURCE} (DQMatMulToMatMulNBits rule: DQ of 4-bit blocked weights -> MatMul as MatMulNBits)"
-    return Fusion(node, covers(graph, group), rule)
+    return Fusion(node, covers(graph, group), rule, constants)
+
+
+def _unsigned(values: np.ndarray) -> np.ndarray:
+    """4-bit values as the nibbles MatMulNBits reads: int4 ones with their sign bit flipped (``v + 8``)."""
+    nibbles = values.astype(np.int16) & 0xF
+    return (nibbles ^ 8 if values.dtype == np.dtype(ml_dtypes.int4) else nibbles).astype(np.uint8)
+
+
+def _rows(nibbles: np.ndarray) -> np.ndarray:
+    """Each row of nibbles packed into whole bytes, the first of a pair low; an odd row ends in a spare."""
+    rows, count = nibbles.shape
+    padded = np.zeros((rows, count + count % 2), np.uint8)
+    padded[:, :count] = nibbles
+    return padded[:, 0::2] | (padded[:, 1::2] << 4)
+
+
+def _transposed(weight: np.ndarray, block: int) -> np.ndarray:
+    """``[K, N]`` weights as ``[N, blocks, block / 2]`` bytes, K padded to whole blocks (with the
+    nibble of value 0, 8 for int4)."""
+    k, n = weight.shape
+    blocks = -(-k // block)
+    padded = np.zeros((blocks * block, n), weight.dtype)
+    padded[:k] = weight
+    return _rows(_unsigned(padded).T).reshape(n, blocks, block // 2)

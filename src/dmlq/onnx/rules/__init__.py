@@ -8,8 +8,23 @@ onnxruntime commit c4780e65b57e8c7e3f8f184a80c25aabc5530b06):
 * :mod:`.qlinear_matmul`: QLinearMatMul 10, 21 (``Operators/DmlOperatorQLinearMatMul.cpp``);
 * :mod:`.qlinear_add`: com.microsoft QLinearAdd (``Operators/DmlOperatorQLinearAdd.cpp``);
 * :mod:`.add`: Add, two-input Sum, DmlFusedAdd / DmlFusedSum (``DmlOperatorElementwiseBinary``);
+* :mod:`.qlinear_conv`: QLinearConv (``Operators/DmlOperatorQLinearConv.cpp``);
+* :mod:`.conv_integer`: ConvInteger (``Operators/DmlOperatorConvInteger.cpp``);
+* :mod:`.matmul_integer`: MatMulInteger (``Operators/DmlOperatorMatMulInteger.cpp``);
+* :mod:`.matmul_integer_to_float`: com.microsoft MatMulIntegerToFloat
+  (``Operators/DmlOperatorMatMulIntegerToFloat.cpp``);
+* :mod:`.dynamic_quantize_linear`: DynamicQuantizeLinear (``Operators/DmlOperatorDynamicQuantizeLinear.cpp``);
+* :mod:`.dynamic_quantize_matmul`: com.microsoft DynamicQuantizeMatMul, two operators
+  (``Operators/DmlOperatorDynamicQuantizeMatMul.cpp``);
+* :mod:`.qlinear_average_pool`: com.microsoft QLinearAveragePool and QLinearGlobalAveragePool
+  (``Operators/DmlOperatorQLinearAveragePooling.cpp``);
+* :mod:`.matmul_nbits`: com.microsoft MatMulNBits, two operators (``Operators/DmlOperatorMatMulNBits.cpp``);
+* :mod:`.gemm`: float MatMul and Gemm, DmlFusedMatMul / DmlFusedGemm (``Operators/DmlOperatorMatMul.cpp``,
+  ``Operators/DmlOperatorGemm.cpp``);
 * :mod:`.family`: the nodes the provider computes with DirectML operators dmlq does not have yet
-  (QLinearConv, MatMulInteger, ...): they run on onnxruntime CPU, their verdict naming the operator.
+  (QLinearSigmoid, QLinearConcat): they run on onnxruntime CPU, their verdict naming the operators.
+
+:mod:`.convolution`, :mod:`.matmul` and :mod:`.fused_activation` hold what several kernels build alike.
 
 :func:`map_node` gives a node's :class:`Mapped` description or why it is :class:`Unmapped`.
 """
@@ -35,10 +50,11 @@ DML = "com.microsoft.dml"  # the domain of the provider's own fused nodes (kMSDm
 
 @dataclass(frozen=True)
 class Mapped:
-    """A node the provider computes with one of dmlq's DirectML operators: the operands in the
-    operator's field order ("" for an absent one), the constants the provider adds, the source."""
+    """A node the provider computes with dmlq's DirectML operators (one, or the graph of them its
+    kernel builds, in execution order): the operands the build reads ("" for an absent one), the
+    constants the provider adds, the source."""
 
-    operator: type[OperatorDesc]
+    operators: tuple[type[OperatorDesc], ...]
     build: Build
     inputs: tuple[str, ...]
     source: str
@@ -60,10 +76,29 @@ Rule = Callable[[Graph, onnx.NodeProto], "Mapped | Unmapped"]
 
 def _rules() -> dict[tuple[str, str], list[tuple[tuple[int, ...] | None, Rule]]]:
     """Each module's ``NODES``: (domain, op_type) -> the schema versions it takes (None: all)."""
-    from . import add, family, qlinear_add, qlinear_matmul, quantization21, quantize_linear
+    from . import (
+        add,
+        conv_integer,
+        dynamic_quantize_linear,
+        dynamic_quantize_matmul,
+        family,
+        gemm,
+        matmul_integer,
+        matmul_integer_to_float,
+        matmul_nbits,
+        qlinear_add,
+        qlinear_average_pool,
+        qlinear_conv,
+        qlinear_matmul,
+        quantization21,
+        quantize_linear,
+    )
 
+    modules = (quantize_linear, quantization21, qlinear_matmul, qlinear_add, add, qlinear_conv, conv_integer,
+               matmul_integer, matmul_integer_to_float, dynamic_quantize_linear, dynamic_quantize_matmul,
+               qlinear_average_pool, matmul_nbits, gemm, family)  # fmt: skip
     found: dict[tuple[str, str], list] = {}
-    for module in (quantize_linear, quantization21, qlinear_matmul, qlinear_add, add, family):
+    for module in modules:
         for key, versions in module.NODES.items():
             found.setdefault(key, []).append((versions, module.rule))
     return found

@@ -17,10 +17,11 @@ import onnx
 from ... import activations
 from ...ops import ElementWiseAdd, ElementWiseAdd1
 from ...tensor import TensorDesc
-from ..descs import attribute, broadcast, broadcast_desc, data_type, padded
+from ..descs import broadcast, broadcast_desc, data_type, padded
 from ..graph import Graph
-from ..steps import Described, Spec
+from ..steps import Described, Spec, described
 from . import DML, Mapped, Unmapped
+from .fused_activation import fused_activation
 
 __all__ = ["NODES", "rule"]
 
@@ -40,17 +41,10 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped | Unmapped:
         found = graph.dtype(node.input[0]) or "an unknown type"
         return Unmapped(f"{kind} on {found} is not mapped (float32/float16 only)")
     if node.domain == DML:
-        activation = _activation(node)
-        return Mapped(
-            ElementWiseAdd1, _build(activation), tuple(node.input), f"{SOURCES[kind]} with a fused activation"
-        )
-    return Mapped(ElementWiseAdd, _build(None), tuple(node.input), SOURCES[kind])
-
-
-def _activation(node: onnx.NodeProto) -> activations.Activation:
-    if attribute(node, "fused_activation", "") == "Relu":
-        return activations.Relu()
-    return activations.LeakyRelu(alpha=float(attribute(node, "alpha", activations.LeakyRelu.alpha)))
+        activation = fused_activation(node)
+        source = f"{SOURCES[kind]} with a fused activation"
+        return Mapped((ElementWiseAdd1,), _build(activation), tuple(node.input), source)
+    return Mapped((ElementWiseAdd,), _build(None), tuple(node.input), SOURCES[kind])
 
 
 def _build(activation: activations.Activation | None):
@@ -68,6 +62,6 @@ def _build(activation: activations.Activation | None):
             if activation is None
             else ElementWiseAdd1(**fields, fused_activation=activation)
         )
-        return Described(desc, sizes, shape, a.dtype)
+        return described(desc, sizes, shape, a.dtype)
 
     return build

@@ -14,7 +14,7 @@ from ...tensor import TensorDesc
 from ..descs import broadcast, broadcast_desc, data_type, own_desc, padded
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Spec
+from ..steps import Described, Spec, described
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -24,7 +24,7 @@ SOURCE = "DmlOperatorQLinearAdd.cpp"
 
 
 def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
-    return Mapped(ElementWiseQuantizedLinearAdd, build, tuple((list(node.input) + [""] * 8)[:8]), SOURCE)
+    return Mapped((ElementWiseQuantizedLinearAdd,), build, tuple((list(node.input) + [""] * 8)[:8]), SOURCE)
 
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
@@ -48,4 +48,4 @@ def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
         output_zero_point=own(y_zero_point),
         output=TensorDesc(data_type(dtype), sizes),
     )
-    return Described(desc, sizes, shape, dtype)
+    return described(desc, sizes, shape, dtype)

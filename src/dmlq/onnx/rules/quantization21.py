@@ -29,7 +29,7 @@ from ...tensor import TensorDesc
 from ...types import QuantizationType
 from ..descs import attribute, data_type, own_desc, padded
 from ..graph import Graph
-from ..steps import Described, Spec
+from ..steps import Described, Spec, described
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -50,7 +50,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
         constants[zero_point] = np.zeros(4, np.uint8)  # raw bytes: 0 in every 8- or 4-bit type
     operator = Quantize if quantize else Dequantize
     build = _build(operator, integer, filled=bool(constants))
-    return Mapped(operator, build, (x, scale, *([zero_point] if zero_point else [])), SOURCE, constants)
+    return Mapped((operator,), build, (x, scale, *([zero_point] if zero_point else [])), SOURCE, constants)
 
 
 def _integer_type(graph: Graph, node: onnx.NodeProto) -> np.dtype:
@@ -82,7 +82,7 @@ def _build(operator, integer: np.dtype, filled: bool):
             quantization_tensors=quantization,
             output=TensorDesc(data_type(dtype), sizes),
         )
-        return Described(desc, sizes, x.shape, dtype, _differs_from_onnx(node, x.shape, scale.shape))
+        return described(desc, sizes, x.shape, dtype, _differs_from_onnx(node, x.shape, scale.shape))
 
     return build
 

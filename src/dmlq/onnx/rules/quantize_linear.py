@@ -26,7 +26,7 @@ from ...tensor import TensorDesc
 from ..descs import attribute, broadcast_desc, data_type, own_desc, padded
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Spec
+from ..steps import Described, Spec, described
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -46,13 +46,13 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
     inputs = tuple((list(node.input) + ["", ""])[:3])
     if node.op_type == "QuantizeLinear":
         return Mapped(
-            ElementWiseQuantizeLinear,
+            (ElementWiseQuantizeLinear,),
             _build(ElementWiseQuantizeLinear, axis, _quantized(node)),
             inputs,
             SOURCE,
         )
     return Mapped(
-        ElementWiseDequantizeLinear, _build(ElementWiseDequantizeLinear, axis, _scale_type), inputs, SOURCE
+        (ElementWiseDequantizeLinear,), _build(ElementWiseDequantizeLinear, axis, _scale_type), inputs, SOURCE
     )
 
 
@@ -73,7 +73,7 @@ def _build(
             zero_point=None if laid[1] is None else broadcast_desc(laid[1], sizes, "zero_point"),
             output=TensorDesc(data_type(dtype), sizes),
         )
-        return Described(desc, sizes, x.shape, dtype)
+        return described(desc, sizes, x.shape, dtype)
 
     return build
 
