@@ -92,22 +92,14 @@ static __mmask16 first_lanes(ptrdiff_t count) {
     return count >= LANES ? (__mmask16)0xffff : count > 0 ? (__mmask16)((1u << count) - 1) : 0;
 }
 
-/* A padded row with a stride of 1: 64 columns at a time, the bytes of channels 0 1 and 2 3 interleaved,
- * then their words: 128-bit lane L of d[i] holds the dwords of columns 16 L + 4 i .. 16 L + 4 i + 3,
- * put in order by a 4 x 4 transpose of lanes. */
+/* A padded row with a stride of 1: 64 columns at a time, as dwords of its 4 channels' bytes. */
 static inline __attribute__((always_inline)) void fill_row_stride1(const padded_row *row, uint32_t *out) {
     const __m512i flips = _mm512_set1_epi32((int)row->flip);
     for (ptrdiff_t u = 0; u < row->length; u += 4 * LANES) {
         __m512i r[4];
         load_columns(row, u - row->start, r);
-        const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
-        const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
-        const __m512i d0 = _mm512_unpacklo_epi16(low01, low23), d1 = _mm512_unpackhi_epi16(low01, low23);
-        const __m512i d2 = _mm512_unpacklo_epi16(high01, high23), d3 = _mm512_unpackhi_epi16(high01, high23);
-        const __m512i t0 = _mm512_shuffle_i64x2(d0, d1, 0x44), t1 = _mm512_shuffle_i64x2(d2, d3, 0x44);
-        const __m512i t2 = _mm512_shuffle_i64x2(d0, d1, 0xee), t3 = _mm512_shuffle_i64x2(d2, d3, 0xee);
-        const __m512i dwords[4] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
-                                   _mm512_shuffle_i64x2(t2, t3, 0x88), _mm512_shuffle_i64x2(t2, t3, 0xdd)};
+        __m512i dwords[4];
+        dmlq_dwords_of_rows(r, dwords);
         for (int j = 0; j < 4; j++)
             _mm512_mask_storeu_epi32(out + u + LANES * j, first_lanes(row->length - u - LANES * j),
                                      _mm512_xor_si512(dwords[j], flips));
