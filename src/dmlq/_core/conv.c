@@ -568,13 +568,21 @@ static void store_sums(const direct_job *job, ptrdiff_t m, ptrdiff_t rows, int32
     }
     const int32_t bias = p->bias && !job->quads ? p->bias[m] : 0; /* the quads' sums start from it */
     for (ptrdiff_t i = 0; bias && i < rows * stride; i++) acc[i] += bias; /* fits: checked (job->wide) */
+    /* tiles of as many rows as a tile's room holds (the portable requantize copies rows * stride sums
+     * there); rows wider than that room copied out one at a time */
     const dmlq_requantizer *r = &job->requantizer;
-    for (ptrdiff_t first = 0; first < width; first += r->columns) {
-        const ptrdiff_t columns = width - first < r->columns ? width - first : r->columns;
-        const gemm_tile tile = {m * job->block_rows, 0, rows, columns, stride, out + first * y_col, y_row, y_col,
-                                job->zeros, job->zeros, 0};
-        r->requantize(acc + first, &tile, &r->q);
-    }
+    const ptrdiff_t rows_per_tile = stride <= GEMM_MAX_TILE ? GEMM_MAX_TILE / stride : 1;
+    _Alignas(64) int32_t row[GEMM_MAX_TILE];
+    for (ptrdiff_t first = 0; first < width; first += r->columns)
+        for (ptrdiff_t r0 = 0; r0 < rows; r0 += rows_per_tile) {
+            const ptrdiff_t columns = width - first < r->columns ? width - first : r->columns;
+            const ptrdiff_t count = rows - r0 < rows_per_tile ? rows - r0 : rows_per_tile;
+            const int32_t *sums = acc + r0 * stride + first;
+            if (stride > GEMM_MAX_TILE) sums = memcpy(row, sums, sizeof(int32_t) * (size_t)columns);
+            const gemm_tile tile = {m * job->block_rows + r0, 0, count, columns, stride > GEMM_MAX_TILE ? 64 : stride,
+                                    out + r0 * y_row + first * y_col, y_row, y_col, job->zeros, job->zeros, 0};
+            r->requantize(sums, &tile, &r->q);
+        }
 }
 
 /* The scalar route, for requantized sums that may not fit in int32: output row (o0, o1) of channel m. */
@@ -718,8 +726,8 @@ static int directly(const dmlq_conv_problem *p, int threads) {
 
 int dmlq_conv(const dmlq_conv_problem *p, int threads) {
     if (p->batches == 0 || p->out_channels == 0 || positions_of(p) == 0) return 0;
-    if (p->channels == p->groups) return directly(p, threads);
+    if (p->channels == p->groups) return dmlq_conv_depthwise_fits(p) ? dmlq_conv_depthwise(p, threads) : directly(p, threads);
     /* a pointwise convolution's columns are its input: the multiply packs them in one pass */
-    if (!pointwise(p) && dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
+    if (dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
     return through_multiply(p, threads);
 }

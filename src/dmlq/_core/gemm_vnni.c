@@ -367,9 +367,7 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
 
 /* Whole groups of panels of a row-major B with contiguous columns (gemm.h's pack_b_whole_groups; the
  * last panel's columns beyond last_columns zero): per group, the 4 rows' 48 bytes in zmm, flipped,
- * interleaved into columns of 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
- * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
- * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
+ * made columns of 4 bytes in the panel's order (dmlq_dwords_of_rows); the column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
  * groups takes every panel in turn while its rows' lines stay in L1; rows a page or more apart escape
  * the hardware prefetchers, so each panel's pass asks for its bytes of the next block's rows. */
 enum { PACK_BLOCK_GROUPS = 32 };
@@ -397,14 +395,8 @@ static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const u
                 __m512i r[4];
                 for (int t = 0; t < 4; t++)
                     r[t] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(row_bytes, columns + (4 * g + t) * b_row), flips);
-                const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
-                const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
-                const __m512i v0 = _mm512_unpacklo_epi16(low01, low23), v1 = _mm512_unpackhi_epi16(low01, low23);
-                const __m512i v2 = _mm512_unpacklo_epi16(high01, high23), v3 = _mm512_unpackhi_epi16(high01, high23);
-                const __m512i t0 = _mm512_shuffle_i64x2(v0, v1, 0x44), t1 = _mm512_shuffle_i64x2(v2, v3, 0x44);
-                const __m512i t2 = _mm512_shuffle_i64x2(v0, v1, 0xee), t3 = _mm512_shuffle_i64x2(v2, v3, 0xee);
-                const __m512i packed[VECTORS] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
-                                                 _mm512_shuffle_i64x2(t2, t3, 0x88)};
+                __m512i packed[4]; /* the first VECTORS: a panel's GEMM_NR columns */
+                dmlq_dwords_of_rows(r, packed);
                 for (int j = 0; j < VECTORS; j++) {
                     _mm512_store_si512((void *)(out + g * GEMM_NR * 4 + 64 * j), packed[j]);
                     acc[j] = _mm512_dpbusd_epi32(acc[j], ones, packed[j]);
