@@ -26,18 +26,6 @@ static ptrdiff_t taps_of(const dmlq_conv_problem *p) {
 
 static ptrdiff_t positions_of(const dmlq_conv_problem *p) { return p->out[0] * p->out[1] * p->out[2]; }
 
-int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step) {
-    ptrdiff_t inner = 0;
-    *step = 0;
-    for (int d = count - 1; d >= 0; d--) {
-        if (sizes[d] == 1) continue;
-        if (inner && strides[d] != *step * inner) return 0;
-        if (!inner) *step = strides[d], inner = 1;
-        inner *= sizes[d];
-    }
-    return 1;
-}
-
 /* The step of the spatial dimensions of x or y as one run (the caller checked they are). */
 static ptrdiff_t spatial_step(const ptrdiff_t *strides, const ptrdiff_t *sizes) {
     ptrdiff_t step;
@@ -241,7 +229,7 @@ static int through_multiply(const dmlq_conv_problem *p, int threads) {
  * int64 route below), and wrapping like the int32 output's definition otherwise. The rows are then
  * stored (int32) or requantized by the level's kernels (dmlq_requantizer).
  * At the VNNI level, with a horizontal stride of 1, the plane is instead of byte quads: dword o of a
- * row's quad group g holds the x' bytes (gemm.h: uint8, x xor 0x80 for int8 x) of taps 4g .. 4g + 3 of
+ * row's quad group g holds the x' bytes (gemm_kernels.h: uint8, x xor 0x80 for int8 x) of taps 4g .. 4g + 3 of
  * output column o, and one vpdpbusd against a broadcast dword of 4 w' bytes (int8, w xor 0x80 for uint8
  * w) adds four taps of 16 outputs; padding holds x_zp', and
  *     sum of (x - x_zp)(w - w_zp) = sum x'w' - w_zp' sum x' - x_zp' sum w' + taps x_zp' w_zp'

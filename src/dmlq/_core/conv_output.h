@@ -9,7 +9,7 @@
  * whose sums fit (K * 65025 + |bias| <= INT32_MAX: dmlq_conv_implicit_fits, conv_depthwise_fits). An
  * int8 filter with zero point 0 or a uint8 one with 128 has w_zp' = 0: no sum x' is needed.
  *
- * The requantization is dmlq_requantize_one's (gemm.h), estimated as the matrix multiply's vector kernel
+ * The requantization is dmlq_requantize_one's (gemm_kernels.h), estimated as the matrix multiply's vector kernel
  * does (gemm_vnni.c): y = float32(acc) * factor, factor = float32(x_scale w_scale / y_scale) (or times
  * the reciprocal), three float32 roundings, so |y - q| <= 3 * 2**-24 |q|, below 2**-12 where |q| <= 1024;
  * a lane whose y is within 2**-11 of a half-integer, and every lane of a channel whose factor is not

@@ -4,12 +4,12 @@
  *   - int32 outputs: the exact sum of (a - za)(b - zb), wrapped to 32 bits (two's complement);
  *   - float outputs: float32((double)acc * ((double)as * (double)bs)), then + bias in float32, then
  *     rounded once to float16 for a float16 output;
- *   - requantized outputs: dmlq_requantize_one(acc + bias) (gemm.h), the bias added exactly.
+ *   - requantized outputs: dmlq_requantize_one(acc + bias) (gemm_kernels.h), the bias added exactly.
  */
 #ifndef DMLQ_FAMILY_H
 #define DMLQ_FAMILY_H
 
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 /* ---- the matrix multiply's other outputs (gemm_epilogue.c) ------------------------------------ */
 
@@ -102,7 +102,17 @@ typedef struct {
 
 /* Whether `count` dimensions (sizes, byte strides) step through memory as one run in row-major order
  * (dimensions of size 1 step anywhere); its step in *step (0 when every size is 1). */
-int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step);
+static inline int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step) {
+    ptrdiff_t inner = 0;
+    *step = 0;
+    for (int d = count - 1; d >= 0; d--) {
+        if (sizes[d] == 1) continue;
+        if (inner && strides[d] != *step * inner) return 0;
+        if (!inner) *step = strides[d], inner = 1;
+        inner *= sizes[d];
+    }
+    return 1;
+}
 
 /* 0, or -1 when memory runs out. */
 int dmlq_conv(const dmlq_conv_problem *p, int threads);

@@ -1,7 +1,7 @@
 /* The quantized matrix multiply's driver: packing, blocking, threads, and the portable kernels.
  *
  * Per batch, B is packed into panels (unless it was packed beforehand, dmlq_gemm_pack_b: then each
- * batch reads its panels there), and A copied where it cannot be read in place (gemm.h), with
+ * batch reads its panels there), and A copied where it cannot be read in place (gemm_kernels.h), with
  * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
  * its requantization, straight into the output. A few rows of A with one row-major B instead read
@@ -20,7 +20,7 @@
 #endif
 
 #include "family.h"
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 
@@ -96,10 +96,10 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
 }
 #endif
 
-/* What B's bytes are xor-ed with in B' (gemm.h): 0 for int8 B, 0x80 for uint8 B. */
+/* What B's bytes are xor-ed with in B' (gemm_kernels.h): 0 for int8 B, 0x80 for uint8 B. */
 static uint8_t b_flip(int b_signed) { return b_signed ? 0 : 0x80; }
 
-/* Where element (kk, n) of a panel goes (gemm.h's two layouts). */
+/* Where element (kk, n) of a panel goes (gemm_kernels.h's two layouts). */
 static ptrdiff_t packed_offset(int nr, int pair_layout, ptrdiff_t kk, ptrdiff_t n) {
     const ptrdiff_t group = kk / 4, t = kk % 4;
     return pair_layout ? (group * 2 + t / 2) * nr * 2 + n * 2 + t % 2 : (group * nr + n) * 4 + t;
@@ -283,7 +283,7 @@ typedef struct {
     const gemm_kernels *kernels;
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
-    int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm.h) */
+    int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm_kernels.h) */
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
@@ -522,7 +522,7 @@ static void requantize_shares(const gemm_context *c, ptrdiff_t panel) {
         store_requantized(sums, &tile, &c->q);
         return;
     }
-    _Alignas(64) int32_t dots[GEMM_MAX_TILE]; /* the whole dot product fits in int32 (gemm.h) */
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE]; /* the whole dot product fits in int32 (gemm_kernels.h) */
     for (int i = 0; i < tile.rows * nr; i++) dots[i] = (int32_t)sums[i];
     c->kernels->requantize(dots, &tile, &c->q);
 }

@@ -1,6 +1,6 @@
 /* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products of 1-8 rows, a vectorised
  * requantization and the packing of B. (A few rows with a row-major B read in place: gemm_vnni_rows.c.) */
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
@@ -365,7 +365,7 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
     }
 }
 
-/* Whole groups of panels of a row-major B with contiguous columns (gemm.h's pack_b_whole_groups; the
+/* Whole groups of panels of a row-major B with contiguous columns (gemm_kernels.h's pack_b_whole_groups; the
  * last panel's columns beyond last_columns zero): per group, the 4 rows' 48 bytes in zmm, flipped,
  * made columns of 4 bytes in the panel's order (dmlq_dwords_of_rows); the column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
  * groups takes every panel in turn while its rows' lines stay in L1; rows a page or more apart escape

@@ -16,8 +16,8 @@
  * AMX B tile (one group per tile row); or, for kernels with `b_pair_layout`, per group the NR
  * columns' first 2 bytes, then their last 2 ([group][pair][column][2]). Padding is zero.
  */
-#ifndef DMLQ_GEMM_H
-#define DMLQ_GEMM_H
+#ifndef DMLQ_GEMM_KERNELS_H
+#define DMLQ_GEMM_KERNELS_H
 
 #include <math.h>
 
