@@ -41,25 +41,37 @@ array([[ 0,  2],
 
 from __future__ import annotations
 
+# mypy: allow-untyped-calls
+# (Dask and distributed leave most of their functions untyped; every function here is typed.)
 import argparse
 import contextlib
 import dataclasses
+import importlib
 import math
 import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .errors import DmlError
 from .int4 import four_bit_dtype
 from .reference.saturate import integer_range
+
+if TYPE_CHECKING:
+    import dask.array as da
+    from dask.delayed import Delayed
+
+ZarrArray = Any  # a zarr.Array: Zarr is optional (Python >= 3.11), so its types are not named here
+N = TypeVar("N", int, float)
 
 __all__ = [
     "DEFAULT_CHUNK_MB",
@@ -107,7 +119,8 @@ class NpyFile:
         np.load(self.path, mmap_mode="r+")[region] = values
 
 
-def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *, dtype=None,
+def quantize_file(source: str | Path, target: str | Path, scale: ArrayLike,
+                  zero_point: ArrayLike | None = None, *, dtype: DTypeLike | None = None,
                   axis: int | None = None, block_size: int = 0, chunk_mb: float = DEFAULT_CHUNK_MB,
                   scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
     """Write :func:`dmlq.quantize_linear` of the array in ``source`` to ``target``.
@@ -118,14 +131,14 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
     """
     if _is_four_bit(dtype) or block_size:
 
-        def quantize_blocks(x):
+        def quantize_blocks(x: da.Array) -> da.Array:
             return _BlockJob.checked(x, scale, zero_point, dtype or "uint8", axis, block_size).quantized()
 
         _transform(Path(source), Path(target), quantize_blocks, chunk_mb, scheduler, progress,
                    output_itemsize=1, blocks=(axis, block_size or 1))  # fmt: skip
         return
 
-    def quantize(x):
+    def quantize(x: da.Array) -> da.Array:
         from . import dask as dmlq_dask
 
         return dmlq_dask.quantize_linear(x, _along_axis(scale, "scale", axis, x.shape),
@@ -135,7 +148,8 @@ def quantize_file(source: str | Path, target: str | Path, scale, zero_point=None
     _transform(Path(source), Path(target), quantize, chunk_mb, scheduler, progress, output_itemsize=1)
 
 
-def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=None, *, dtype=None,
+def dequantize_file(source: str | Path, target: str | Path, scale: ArrayLike,
+                    zero_point: ArrayLike | None = None, *, dtype: DTypeLike | None = None,
                     axis: int | None = None, block_size: int = 0, chunk_mb: float = DEFAULT_CHUNK_MB,
                     scheduler: str = "threads", progress: bool = True) -> None:  # fmt: skip
     """Write :func:`dmlq.dequantize_linear` of the array in ``source`` to ``target``.
@@ -145,14 +159,14 @@ def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=No
     """
     if _is_four_bit(dtype) or block_size:
 
-        def dequantize_blocks(q):
+        def dequantize_blocks(q: da.Array) -> da.Array:
             return _BlockJob.checked(q, scale, zero_point, dtype or q.dtype, axis, block_size).dequantized()
 
         _transform(Path(source), Path(target), dequantize_blocks, chunk_mb, scheduler, progress,
                    output_itemsize=np.dtype(np.float32).itemsize, blocks=(axis, block_size or 1))  # fmt: skip
         return
 
-    def dequantize(q):
+    def dequantize(q: da.Array) -> da.Array:
         from . import dask as dmlq_dask
 
         return dmlq_dask.dequantize_linear(q, _along_axis(scale, "scale", axis, q.shape),
@@ -162,7 +176,13 @@ def dequantize_file(source: str | Path, target: str | Path, scale, zero_point=No
                output_itemsize=np.dtype(np.float32).itemsize)  # fmt: skip
 
 
-def _along_axis(values, name: str, axis: int | None, shape: tuple[int, ...]):
+@overload
+def _along_axis(values: None, name: str, axis: int | None, shape: tuple[int, ...]) -> None: ...
+@overload
+def _along_axis(values: ArrayLike, name: str, axis: int | None, shape: tuple[int, ...]) -> ArrayLike: ...
+def _along_axis(
+    values: ArrayLike | None, name: str, axis: int | None, shape: tuple[int, ...]
+) -> ArrayLike | None:
     """``values`` unchanged without an axis, else laid along ``axis`` of an array of ``shape``:
     one value for every index, or one value per index.
 
@@ -181,13 +201,21 @@ def _along_axis(values, name: str, axis: int | None, shape: tuple[int, ...]):
     laid_out[axis] = -1
     if isinstance(values, (np.ndarray, np.generic)):
         return np.reshape(values, laid_out)
-    return np.reshape(np.array(values, dtype=object), laid_out).tolist()
+    nested: list[Any] = np.reshape(np.array(values, dtype=object), laid_out).tolist()
+    return nested
 
 
-def _is_four_bit(dtype: object) -> bool:
+def _is_four_bit(dtype: DTypeLike | None) -> bool:
     if isinstance(dtype, str):
         return dtype in ("int4", "uint4")  # NumPy reads "int4" as int32
     return dtype is not None and np.dtype(dtype).name in ("int4", "uint4")
+
+
+class _Blocking(TypedDict, total=False):
+    """The NumPy layer's blockwise arguments."""
+
+    axis: int
+    block_size: int
 
 
 @dataclass(frozen=True)
@@ -195,7 +223,7 @@ class _BlockJob:
     """A 4-bit or blockwise job on a Dask array: one scale (and zero point) per block of ``size``
     along ``axis`` (size 1: per index; no axis: one for the whole array)."""
 
-    data: object  # a Dask array, its chunks cut on block boundaries (by _read)
+    data: da.Array  # a Dask array, its chunks cut on block boundaries (by _read)
     scales: np.ndarray  # float32, one per block (or one)
     zero_points: np.ndarray | None  # the integer type's values, one per block (or one)
     dtype: np.dtype  # the integer type: int8, uint8 or ml_dtypes' int4, uint4
@@ -203,20 +231,28 @@ class _BlockJob:
     size: int
 
     @classmethod
-    def checked(cls, data, scale, zero_point, dtype, axis: int | None, block_size: int) -> _BlockJob:
+    def checked(
+        cls,
+        data: da.Array,
+        scale: ArrayLike,
+        zero_point: ArrayLike | None,
+        dtype: DTypeLike,
+        axis: int | None,
+        block_size: int,
+    ) -> _BlockJob:
         if block_size < 0:
             raise DmlError(f"block_size: must be positive (got {block_size})")
         if block_size and axis is None:
             raise DmlError("block_size: blocks run along an axis; give one")
         dtype = four_bit_dtype(dtype) if _is_four_bit(dtype) else np.dtype(dtype)
         if axis is None:
-            job = cls(data, np.float32([]), None, dtype, None, 0)
+            job = cls(data, np.array([], np.float32), None, dtype, None, 0)
         else:
             axis = _checked_axis(axis, data.ndim)
             size = block_size or 1
             if data.shape[axis] % size:
                 raise DmlError(f"block_size: {size} does not divide axis {axis} of length {data.shape[axis]}")
-            job = cls(data, np.float32([]), None, dtype, axis, size)
+            job = cls(data, np.array([], np.float32), None, dtype, axis, size)
         scales = job._per_block(scale, "scale").astype(np.float32)
         zero_points = None if zero_point is None else job._integers(job._per_block(zero_point, "zero_point"))
         return dataclasses.replace(job, scales=scales, zero_points=zero_points)
@@ -225,7 +261,7 @@ class _BlockJob:
     def blocks(self) -> int:
         return 1 if self.axis is None else self.data.shape[self.axis] // self.size
 
-    def _per_block(self, values, name: str) -> np.ndarray:
+    def _per_block(self, values: ArrayLike, name: str) -> np.ndarray:
         flat = np.asarray(values).reshape(-1)
         if flat.size not in (1, self.blocks):
             raise DmlError(f"{name}: {flat.size} values for {self.blocks} blocks of {self.size} along axis "
@@ -243,6 +279,10 @@ class _BlockJob:
                            f"({self.dtype.name})")  # fmt: skip
         return wide.astype(np.int64).astype(self.dtype)
 
+    @overload
+    def _for_chunk(self, per_block: None, shape: tuple[int, ...], start: int) -> None: ...
+    @overload
+    def _for_chunk(self, per_block: np.ndarray, shape: tuple[int, ...], start: int) -> np.ndarray: ...
     def _for_chunk(self, per_block: np.ndarray | None, shape: tuple[int, ...],
                    start: int) -> np.ndarray | None:  # fmt: skip
         """The values of a chunk of ``shape`` starting at ``start`` along the axis, in ONNX's blocked
@@ -257,32 +297,41 @@ class _BlockJob:
         first = start // self.size
         return np.broadcast_to(per_block[first : first + count].reshape(laid_out), blocked)
 
-    def _map(self, function: Callable, dtype: np.dtype):
-        def chunk(values: np.ndarray, block_info=None) -> np.ndarray:
-            start = 0 if self.axis is None else block_info[0]["array-location"][self.axis][0]
+    def _map(
+        self, function: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray], dtype: np.dtype
+    ) -> da.Array:
+        def chunk(values: np.ndarray, block_info: dict[int, dict[str, Any]] | None = None) -> np.ndarray:
+            start = 0
+            if self.axis is not None:
+                assert block_info is not None, "Dask passes block_info to a function that takes it"
+                start = block_info[0]["array-location"][self.axis][0]
             scale = self._for_chunk(self.scales, values.shape, start)
             zero_point = self._for_chunk(self.zero_points, values.shape, start)
             return function(values, scale, zero_point)
 
-        return self.data.map_blocks(chunk, dtype=dtype)
+        import dask.array as da
+
+        # da.map_blocks is what Array.map_blocks calls; the method's own type lost its self (functools.wraps)
+        mapped: da.Array = da.map_blocks(chunk, self.data, dtype=dtype)
+        return mapped
 
     @property
-    def _blocking(self) -> dict:
+    def _blocking(self) -> _Blocking:
         return {} if self.axis is None else {"axis": self.axis, "block_size": self.size}
 
-    def quantized(self):
+    def quantized(self) -> da.Array:
         """The data quantized, 4-bit results as int8/uint8 values."""
         from .numpy_api import quantize_linear
 
         values_dtype = _values_dtype(self.dtype)
 
-        def quantize(x, scale, zero_point):
+        def quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
             q = quantize_linear(x, scale, zero_point, dtype=self.dtype, **self._blocking)
             return q.astype(values_dtype)
 
         return self._map(quantize, values_dtype)
 
-    def dequantized(self):
+    def dequantized(self) -> da.Array:
         """The data (int8/uint8 values, read as the job's type) dequantized to float32."""
         from .numpy_api import dequantize_linear
 
@@ -290,7 +339,7 @@ class _BlockJob:
             raise DmlError(f"dtype: {self.dtype.name} data is read from {_values_dtype(self.dtype).name} "
                            f"values, not {self.data.dtype}")  # fmt: skip
 
-        def dequantize(q, scale, zero_point):
+        def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
             return dequantize_linear(self._integers(q, "IN"), scale, zero_point, **self._blocking)
 
         return self._map(dequantize, np.dtype(np.float32))
@@ -307,8 +356,8 @@ def _values_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype({"int4": np.int8, "uint4": np.uint8}.get(dtype.name, dtype))
 
 
-def _transform(source: Path, target: Path, function: Callable, chunk_mb: float, scheduler: str,
-               progress: bool, *, output_itemsize: int,
+def _transform(source: Path, target: Path, function: Callable[[da.Array], da.Array], chunk_mb: float,
+               scheduler: str, progress: bool, *, output_itemsize: int,
                blocks: tuple[int | None, int] | None = None) -> None:  # fmt: skip
     """``function`` of the Dask array read from ``source``, stored into ``target``; ``blocks``
     (an axis, a block size) cuts the chunks on block boundaries."""
@@ -355,24 +404,26 @@ def _is_npy(path: Path) -> bool:
     return path.suffix.lower() == ".npy"
 
 
-def _open(path: Path):
+def _open(path: Path) -> NpyFile | ZarrArray:
     """The input: an :class:`NpyFile` or a Zarr array."""
     if _is_npy(path):
         return NpyFile.open(path)
     return _zarr(path).open_array(str(path), mode="r")
 
 
-def _zarr(path: Path):
+def _zarr(path: Path) -> ModuleType:
     """The ``zarr`` module, for reading or writing the Zarr array at ``path``."""
     try:
-        import zarr
+        zarr = importlib.import_module("zarr")  # by name: mypy need not find it where it is not installed
     except ImportError:
         raise DmlError(f"{path}: Zarr arrays need Python >= 3.11 and zarr >= 3 (pip install 'zarr>=3'); "
                        "a path ending in .npy needs neither") from None  # fmt: skip
     return zarr
 
 
-def _read(array, chunk_elements: int, blocks: tuple[int | None, int] | None = None):
+def _read(
+    array: NpyFile | ZarrArray, chunk_elements: int, blocks: tuple[int | None, int] | None = None
+) -> da.Array:
     """The input as a Dask array of blocks of about ``chunk_elements``.
 
     A ``.npy`` file's blocks are contiguous byte ranges, read in few pieces through the memory
@@ -383,14 +434,16 @@ def _read(array, chunk_elements: int, blocks: tuple[int | None, int] | None = No
     import dask.array as da
 
     npy = isinstance(array, NpyFile)
-    unit = list((1,) * array.ndim if npy else array.chunks)
+    unit = list((1,) * array.ndim if isinstance(array, NpyFile) else array.chunks)
     axis, size = blocks or (None, 1)
     if axis is not None and -array.ndim <= axis < array.ndim:  # else the job names the bad axis
         unit[axis] = math.lcm(unit[axis], size)
     if npy:
         block = _block_shape(array.shape, chunk_elements, tuple(unit), array.fortran_order)
-        return da.from_array(array, chunks=block, lock=False)
-    return da.from_zarr(array, chunks=_block_shape(array.shape, chunk_elements, tuple(unit)))
+        data: da.Array = da.from_array(array, chunks=block, lock=False)
+    else:
+        data = da.from_zarr(array, chunks=_block_shape(array.shape, chunk_elements, tuple(unit)))
+    return data
 
 
 def _block_shape(shape: tuple[int, ...], limit: int, unit: tuple[int, ...],
@@ -410,7 +463,7 @@ def _block_shape(shape: tuple[int, ...], limit: int, unit: tuple[int, ...],
     return tuple(block)
 
 
-def _write(result, path: Path, source):
+def _write(result: da.Array, path: Path, source: NpyFile | ZarrArray) -> Delayed:
     """A lazy store of ``result`` into a new file, lock-free: each block writes whole Zarr chunks
     (a Zarr input's, which the blocks are multiples of, or else the first block's shape) or a
     region of a ``.npy`` file laid out like a ``.npy`` input."""
@@ -420,15 +473,21 @@ def _write(result, path: Path, source):
     if _is_npy(path):
         target = NpyFile.create(path, result.shape, result.dtype, from_npy and source.fortran_order)
     else:
-        chunks = tuple(max(sizes[0], 1) for sizes in result.chunks) if from_npy else source.chunks
+        chunks = (
+            tuple(max(sizes[0], 1) for sizes in result.chunks)
+            if isinstance(source, NpyFile)
+            else source.chunks
+        )
         target = _zarr(path).open_array(str(path), mode="w-", shape=result.shape, dtype=result.dtype,
                                         chunks=chunks)  # fmt: skip
-    return da.store(result, target, lock=False, compute=False)
+    # Dask types store's targets as ArrayLike; it only writes through their __setitem__, which NpyFile has
+    store: Delayed = da.store(result, target, lock=False, compute=False)  # type: ignore[arg-type]
+    return store
 
 
-def _run(store, scheduler: str, progress: bool) -> None:
+def _run(store: Delayed, scheduler: str, progress: bool) -> None:
     if scheduler == "threads":
-        from dask.diagnostics import ProgressBar
+        from dask.diagnostics.progress import ProgressBar
 
         with _threads() as pool, ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
             store.compute(scheduler="threads", pool=pool)
@@ -523,8 +582,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, chunk_measure: str) -> N
                         help="no progress bar (drawn only when stderr is a terminal anyway)")  # fmt: skip
 
 
-def _numbers(kind: type) -> Callable[[str], list]:
-    def parse(text: str) -> list:
+def _numbers(kind: type[N]) -> Callable[[str], list[N]]:
+    def parse(text: str) -> list[N]:
         try:
             return [kind(item) for item in text.split(",")]
         except ValueError:
@@ -563,7 +622,7 @@ def _run_job(job: Callable[..., None], args: argparse.Namespace, **options: obje
     return 2
 
 
-def _per_axis(values: list | None, axis: int | None, option: str) -> object:
+def _per_axis(values: Sequence[float] | None, axis: int | None, option: str) -> object:
     """One value is per-tensor; several are one per index along ``--axis``."""
     if values is None or axis is not None:
         return values

@@ -130,7 +130,7 @@ def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object]
 
 
 def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None = None, *,
-                    dtype: DTypeLike = None) -> da.Array:  # fmt: skip
+                    dtype: DTypeLike | None = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantize_linear`: ``clamp(round(x / scale) + zero_point, Min, Max)``.
 
     >>> import dask.array as da
@@ -181,7 +181,7 @@ def add(a: ArrayLike, b: ArrayLike, *,
 def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLike | None,
                          b: ArrayLike, b_scale: ArrayLike, b_zero_point: ArrayLike | None,
                          output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
-                         dtype: DTypeLike = None) -> da.Array:  # fmt: skip
+                         dtype: DTypeLike | None = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_add` (per-tensor scales and zero points, which broadcast
     into the result's shape like NumPy operands).
 
@@ -211,7 +211,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
                                      b: ArrayLike | PackedMatrix, b_scale: ArrayLike | None,
                                      b_zero_point: ArrayLike | None,
                                      output_scale: ArrayLike, output_zero_point: ArrayLike | None, *,
-                                     dtype: DTypeLike = None) -> da.Array:  # fmt: skip
+                                     dtype: DTypeLike | None = None) -> da.Array:  # fmt: skip
     """Lazy :func:`dmlq.quantized_linear_matrix_multiply`, bit-identical for every chunking.
 
     The result is tiled like ``a``'s M chunks and ``b``'s N chunks. Two routes:

@@ -81,8 +81,9 @@ def parse_bindings(node: Node, resources: Mapping[str, Resource], desc: Operator
     for name, entry in node.entries().items():
         if name not in declared:
             raise entry.error(f"not a tensor of this desc (it declares {one_of(sorted(declared))})")
-        if isinstance(declared[name], tuple):
-            bindings.update(_array_bindings(name, len(declared[name]), entry, resources))
+        tensor = declared[name]
+        if isinstance(tensor, tuple):  # an array field (QuantizationTensors): one description per element
+            bindings.update(_array_bindings(name, len(tensor), entry, resources))
         else:
             bindings[name] = _parse_binding(entry, resources)
     return bindings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -13,6 +13,7 @@ import numpy as np
 
 from ..device import CompiledOperator
 from ..errors import DmlError
+from ..kernels import Operand
 from ..ops import MatrixMultiplyIntegerToFloat, Quantize
 from .bindings import Binding, parse_bindings
 from .descriptions import dml_field_name, relocated_error
@@ -26,7 +27,9 @@ class UndefinedBehaviour(UserWarning):
 
 
 class Command(Protocol):
-    path: str
+    @property
+    def path(self) -> str:
+        """The command's JSON path in the model."""
 
     def run(self, operators: Mapping[str, CompiledOperator], out: TextIO) -> None:
         """Execute the command on the model's resources."""
@@ -47,7 +50,7 @@ class Dispatch:
             warnings.warn(warning, UndefinedBehaviour, stacklevel=2)
         operator.run_arrays(views, output)
 
-    def bound(self, operator: CompiledOperator) -> tuple[dict[str, np.ndarray | None], np.ndarray]:
+    def bound(self, operator: CompiledOperator) -> tuple[dict[str, Operand], Operand | tuple[Operand, ...]]:
         """The operator's views of the bound resources, checked as execution checks them; a DmlError
         names the binding's JSON path."""
         desc = self.dispatchable.desc
@@ -191,7 +194,11 @@ def _parse_write_file(node: Node, resources: Mapping[str, Resource], dispatchabl
     return WriteFile(resource, target, dimensions, node.path)
 
 
-_COMMAND_PARSERS = {"dispatch": _parse_dispatch, "print": _parse_print, "writefile": _parse_write_file}
+_COMMAND_PARSERS: dict[str, Callable[[Node, Mapping[str, Resource], Mapping[str, Dispatchable]], Command]] = {
+    "dispatch": _parse_dispatch,
+    "print": _parse_print,
+    "writefile": _parse_write_file,
+}
 
 
 def parse_command(

@@ -55,7 +55,7 @@ def parse_operator_desc(cls: type[OperatorDesc], node: Node) -> OperatorDesc:
     tensors = {tensor_field.dml_name: tensor_field for tensor_field in cls.FIELDS}
     others = {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name in _FIELD_PARSERS}
     fields = node.fields([*tensors, *others])
-    values = {}
+    values: dict[str, object] = {}
     for dml_name, tensor_field in tensors.items():
         if dml_name in fields and tensor_field.is_array:
             values[tensor_field.name] = tuple(map(_parse_tensor_desc, fields[dml_name].elements()))

@@ -10,11 +10,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import rapidjson
 
 from ..errors import DmlError
 from ..types import DataType
+
+T = TypeVar("T")
 
 _FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -29,16 +32,17 @@ class Node:
     def error(self, rule: str) -> DmlError:
         return DmlError(f"{self.path or 'top level'}: {rule}")
 
-    def at(self, key: str | int) -> Node:
+    def at(self, key: str | int, value: object) -> Node:
+        """The node of ``value``, this node's member ``key`` (an array's element when an int)."""
         if isinstance(key, int):
-            return Node(self.value[key], f"{self.path}[{key}]")
-        return Node(self.value[key], f"{self.path}.{key}" if self.path else key)
+            return Node(value, f"{self.path}[{key}]")
+        return Node(value, f"{self.path}.{key}" if self.path else key)
 
     def entries(self) -> dict[str, Node]:
         """An object's members by name."""
         if not isinstance(self.value, dict):
             raise self.error(f"expected an object, not {kind_of(self.value)}")
-        return {key: self.at(key) for key in self.value}
+        return {key: self.at(key, member) for key, member in self.value.items()}
 
     def fields(self, known: Sequence[str], required: Sequence[str] = ()) -> dict[str, Node]:
         """An object's members; an unknown or a missing required name is an error."""
@@ -54,7 +58,7 @@ class Node:
     def elements(self) -> list[Node]:
         if not isinstance(self.value, list):
             raise self.error(f"expected an array, not {kind_of(self.value)}")
-        return [self.at(index) for index in range(len(self.value))]
+        return [self.at(index, item) for index, item in enumerate(self.value)]
 
     def string(self) -> str:
         if not isinstance(self.value, str):
@@ -123,7 +127,7 @@ def parse_flags(node: Node, prefix: str, names: Mapping[str, int]) -> int:
     return flags
 
 
-def named(node: Node, table: Mapping[str, object], what: str) -> object:
+def named(node: Node, table: Mapping[str, T], what: str) -> T:
     name = node.string()
     if name not in table:
         raise node.error(f"no {what} named '{name}' (the model has {one_of(table) or 'none'})")
@@ -162,7 +166,7 @@ def read_document(text: str, source: str) -> Node:
     return Node(document, "")
 
 
-class _Members(dict):
+class _Members(dict[str, object]):
     """A JSON object's members: a repeated name is an error (DxDispatch would silently read the first)."""
 
     def __setitem__(self, key: str, value: object) -> None:

@@ -45,7 +45,7 @@ class Resource:
         """The first ``count`` elements from byte 0; 4-bit ones as int8/uint8 values."""
         if is_four_bit(self.data_type):
             return four_bit_values(self.memory, count, self.data_type)
-        return self.memory[: self.bytes_of(count)].view(self.data_type.dtype)
+        return self.memory[: self.bytes_of(count)].view(element_dtype(self.data_type))
 
     def initialized_values(self) -> np.ndarray:
         """As many elements as the initial values had, from byte 0 (DxDispatch's ``print`` view)."""
@@ -69,6 +69,13 @@ def value_dtype(data_type: DataType) -> np.dtype | None:
     """
     four_bit = {DataType.INT4: np.dtype(np.int8), DataType.UINT4: np.dtype(np.uint8)}
     return four_bit.get(data_type, data_type.dtype)
+
+
+def element_dtype(data_type: DataType) -> np.dtype:
+    """:func:`value_dtype` of a type that has one, as every parsed resource's type does."""
+    dtype = value_dtype(data_type)
+    assert dtype is not None, f"{data_type.name} holds no values; parse_resource refuses it"
+    return dtype
 
 
 def integer_limits(data_type: DataType) -> tuple[int, int]:
@@ -181,6 +188,7 @@ def _inline_numbers(node: Node, data_type: DataType) -> Sequence[float | int] | 
     """An array's numbers: converted at once where all are plain numbers in range (a model may hold
     millions), else read one by one, which names the first that is not."""
     values = node.value
+    assert isinstance(values, list), "called for an initialValues array"
     kinds = set(map(type, values))
     if data_type.is_float and kinds <= {int, float}:
         try:
@@ -240,7 +248,7 @@ def _check_four_bit_sequence(node: Node, start: int, delta: int, count: int, dat
 
 def _value_count(node: Node, data_type: DataType) -> int:
     count = node.unsigned()
-    _ensure_values_fit(node, count * value_dtype(data_type).itemsize, f"{count} {data_type.name} values")
+    _ensure_values_fit(node, count * element_dtype(data_type).itemsize, f"{count} {data_type.name} values")
     return count
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import DmlError
 from ..tensor import TensorDesc, tensor_problem
@@ -23,6 +23,7 @@ __all__ = [
     "SupportRow",
     "TensorField",
     "TensorSupport",
+    "required",
     "same_data_type",
     "same_dimension_count",
     "same_sizes",
@@ -102,7 +103,15 @@ class Rule:
     """
 
     text: str
-    check: Callable[[OperatorDesc], Iterable[tuple[str, str]]]
+    # Its argument is the description of the operator that lists the rule: a subclass of OperatorDesc,
+    # which a Callable's parameter type cannot name from here.
+    check: Callable[[Any], Iterable[tuple[str, str]]]
+
+
+def required(tensor: TensorDesc | None) -> TensorDesc:
+    """A required tensor inside a rule's check: rules run after the tables, which reject its absence."""
+    assert tensor is not None, "a rule ran on a description without a required tensor"
+    return tensor
 
 
 def _pairwise(fields: Sequence[str], key: Callable[[TensorDesc], object], what: str) -> Constraint:

@@ -59,7 +59,7 @@ def scale_only_zero_point(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray
     >>> scale_only_zero_point(np.dtype(np.uint8), (2,)), scale_only_zero_point(np.dtype(np.int8), (2,))
     (array([128, 128], dtype=uint8), None)
     """
-    info = ml_dtypes.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)  # type: ignore[no-untyped-call]  # ml_dtypes leaves it untyped
     if info.min < 0:
         return None
     return np.full(shape, (info.max + 1) // 2, np.uint8).astype(dtype)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 from ..tensor import TensorDesc
 from ..types import DataType, FeatureLevel
-from .base import OperatorDesc, Rule, TensorField, same_data_type, same_dimension_count, support
+from .base import Rule, TensorField, required, same_data_type, same_dimension_count, support
 from .windows import (
     WindowedOperator,
     attribute_rule,
@@ -32,6 +33,11 @@ from .windows import (
 FL = FeatureLevel
 BYTES = (DataType.INT8, DataType.UINT8)
 I32 = (DataType.INT32,)
+
+if TYPE_CHECKING:
+    from .quantized_linear_convolution import QuantizedLinearConvolution
+
+    Convolution: TypeAlias = "ConvolutionInteger | QuantizedLinearConvolution"  # the two share these rules
 CONVOLUTION_ARRAYS = {"strides": 1, "dilations": 1, "start_padding": 0, "end_padding": 0}
 
 FIELDS = (
@@ -43,7 +49,7 @@ FIELDS = (
 )
 
 
-def _only_two(desc: OperatorDesc) -> Iterator[tuple[str, str]]:
+def _only_two(desc: Convolution) -> Iterator[tuple[str, str]]:
     if isinstance(desc.dimension_count, int) and desc.dimension_count != 2:
         yield (
             "dimension_count",
@@ -58,9 +64,9 @@ CONVOLUTION_ATTRIBUTES = (
 )  # fmt: skip
 
 
-def convolution_shape_violations(desc: OperatorDesc) -> Iterator[tuple[str, str]]:
+def convolution_shape_violations(desc: Convolution) -> Iterator[tuple[str, str]]:
     """The input, filter and output sizes against each other, the groups and the window attributes."""
-    x, w, y = desc.input.sizes, desc.filter.sizes, desc.output.sizes
+    x, w, y = required(desc.input).sizes, required(desc.filter).sizes, required(desc.output).sizes
     groups = desc.group_count
     if x[1] % groups or w[0] % groups:
         yield "group_count", f"{groups} must divide the input's {x[1]} channels and the filter's {w[0]} (M)"
@@ -69,7 +75,8 @@ def convolution_shape_violations(desc: OperatorDesc) -> Iterator[tuple[str, str]
         yield "filter", (f"sizes {list(w)}: {w[1]} channels per group times group_count {groups} must be "
                          f"the input's {x[1]} channels")  # fmt: skip
         return
-    input_sizes, window = spatial_sizes(desc.input, 2), spatial_sizes(desc.filter, 2)
+    input_sizes, window = spatial_sizes(required(desc.input), 2), spatial_sizes(required(desc.filter), 2)
+    assert input_sizes is not None and window is not None, "the tables allow 3 to 4 dimensions"
     problem = window_problem(desc, input_sizes, window)
     if problem:
         yield "filter", problem
@@ -94,11 +101,11 @@ CONVOLUTION_SHAPES = Rule(
 )
 
 
-def per_channel_violations(desc: OperatorDesc, per_tensor: tuple[str, ...],
+def per_channel_violations(desc: Convolution, per_tensor: tuple[str, ...],
                            per_channel: tuple[str, ...]) -> Iterator[tuple[str, str]]:  # fmt: skip
     """Each present tensor of ``per_tensor`` with one element, each of ``per_channel`` per-tensor or
     one value per output channel (the filter's M)."""
-    channels = desc.filter.sizes[0]
+    channels = required(desc.filter).sizes[0]
     for name in per_tensor + per_channel:
         tensor = getattr(desc, name)
         if tensor is not None:

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 
 from ..tensor import TensorDesc
 from ..types import DataType, FeatureLevel
-from .base import OperatorDesc, Rule, TensorField, same_data_type, same_dimension_count, support
+from .base import OperatorDesc, Rule, TensorField, required, same_data_type, same_dimension_count, support
 
 FL = FeatureLevel
 BYTES = (DataType.INT8, DataType.UINT8)
 
 
 def _shapes(desc: DynamicQuantizeLinear) -> Iterator[tuple[str, str]]:
-    if desc.output.sizes != desc.input.sizes:
-        yield "output", f"sizes {list(desc.output.sizes)} differ from input's {list(desc.input.sizes)}"
+    output, input_ = required(desc.output), required(desc.input)
+    if output.sizes != input_.sizes:
+        yield "output", f"sizes {list(output.sizes)} differ from input's {list(input_.sizes)}"
     for name in ("output_scale", "output_zero_point"):
         tensor = getattr(desc, name)
         if tensor.element_count != 1:

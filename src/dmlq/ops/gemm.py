@@ -21,6 +21,7 @@ from .base import (
     OperatorDesc,
     Rule,
     TensorField,
+    required,
     same_data_type,
     same_dimension_count,
     same_sizes,
@@ -32,7 +33,7 @@ FLOATS = (DataType.FLOAT32, DataType.FLOAT16)
 
 
 def _matrix_shapes(desc: Gemm) -> Iterator[tuple[str, str]]:
-    a, b, out = desc.a.sizes, desc.b.sizes, desc.output.sizes
+    a, b, out = required(desc.a).sizes, required(desc.b).sizes, required(desc.output).sizes
     m, k = (a[-1], a[-2]) if desc.trans_a == MatrixTransform.TRANSPOSE else (a[-2], a[-1])
     b_k, n = (b[-1], b[-2]) if desc.trans_b == MatrixTransform.TRANSPOSE else (b[-2], b[-1])
     if b_k != k:

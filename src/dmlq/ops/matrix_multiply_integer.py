@@ -14,10 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..tensor import TensorDesc
 from ..types import DataType, FeatureLevel
-from .base import Constraint, OperatorDesc, Rule, TensorField, same_data_type, same_dimension_count, support
+from .base import (
+    Constraint,
+    OperatorDesc,
+    Rule,
+    TensorField,
+    required,
+    same_data_type,
+    same_dimension_count,
+    support,
+)
 from .quantized_linear_matrix_multiply import matrix_shapes
 
 FL = FeatureLevel
@@ -49,10 +59,17 @@ def row_or_column_problem(desc: TensorDesc, count: int, per_row: bool) -> str | 
     return f"sizes {list(sizes)} must be per-tensor (every size 1) or {kind}"
 
 
-def row_and_column_violations(desc: OperatorDesc, rows: tuple[str, ...],
+class WithOutput(Protocol):
+    """A matrix multiplication's description: its output gives M and N."""
+
+    @property
+    def output(self) -> TensorDesc | None: ...
+
+
+def row_and_column_violations(desc: WithOutput, rows: tuple[str, ...],
                               columns: tuple[str, ...]) -> Iterator[tuple[str, str]]:  # fmt: skip
     """Each present tensor of ``rows`` per-tensor or per-row, of ``columns`` per-tensor or per-column."""
-    m, n = desc.output.sizes[-2:]
+    m, n = required(desc.output).sizes[-2:]
     for names, count, per_row in ((rows, m, True), (columns, n, False)):
         for name in names:
             tensor = getattr(desc, name)

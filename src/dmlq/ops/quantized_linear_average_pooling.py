@@ -19,7 +19,7 @@ import numpy as np
 
 from ..tensor import TensorDesc
 from ..types import DataType, FeatureLevel
-from .base import Rule, TensorField, same_data_type, same_dimension_count, support
+from .base import Rule, TensorField, required, same_data_type, same_dimension_count, support
 from .windows import (
     WindowedOperator,
     attribute_rule,
@@ -38,15 +38,17 @@ PARAMETERS = ("input_scale", "input_zero_point", "output_scale", "output_zero_po
 def _attribute_kinds(desc: QuantizedLinearAveragePooling) -> Iterator[tuple[str, str]]:
     if not isinstance(desc.include_padding, bool):
         yield "include_padding", f"{desc.include_padding!r} must be True or False (a BOOL)"
-    if isinstance(desc.dimension_count, int) and desc.dimension_count != desc.input.dimension_count - 2:
+    spatial = required(desc.input).dimension_count - 2
+    if isinstance(desc.dimension_count, int) and desc.dimension_count != spatial:
         yield "dimension_count", (f"{desc.dimension_count} must be the input's spatial dimension count, "
-                                  f"{desc.input.dimension_count - 2}")  # fmt: skip
+                                  f"{spatial}")  # fmt: skip
 
 
 def _shapes(desc: QuantizedLinearAveragePooling) -> Iterator[tuple[str, str]]:
-    x, y = desc.input.sizes, desc.output.sizes
-    count = desc.dimension_count
-    input_sizes, window = spatial_sizes(desc.input, count), desc.window_size
+    x, y = required(desc.input).sizes, required(desc.output).sizes
+    input_sizes, window = spatial_sizes(required(desc.input), desc.dimension_count), desc.window_size
+    # The rules before this one made dimension_count the input's spatial count and window_size a tuple
+    assert input_sizes is not None and window is not None, "the attribute rules ran first"
     problem = window_problem(desc, input_sizes, window)
     if problem:
         yield "window_size", problem

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..tensor import TensorDesc
 from ..types import DataType, FeatureLevel
-from .base import Rule, TensorField, same_data_type, same_dimension_count, support
+from .base import Rule, TensorField, required, same_data_type, same_dimension_count, support
 from .convolution_integer import (
     BYTES,
     CONVOLUTION_ARRAYS,
@@ -39,7 +39,7 @@ PARAMETERS = ("input_scale", "input_zero_point", "filter_zero_point", "output_sc
 def _bias_shape(desc: QuantizedLinearConvolution) -> Iterator[tuple[str, str]]:
     if desc.bias is None:
         return
-    sizes, channels = desc.bias.sizes, desc.filter.sizes[0]
+    sizes, channels = desc.bias.sizes, required(desc.filter).sizes[0]
     if sizes[1] != channels or any(size != 1 for axis, size in enumerate(sizes) if axis != 1):
         yield "bias", f"sizes {list(sizes)} must be {{1, M, 1, 1}} (M = {channels} values on dimension 1)"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..reference.windows import output_size
 from ..tensor import TensorDesc, plain_int, plain_ints
@@ -33,6 +33,12 @@ class WindowedOperator(OperatorDesc):
 
     ARRAYS: ClassVar[Mapping[str, int]]  # array attribute -> its least value
     COUNTS: ClassVar[Mapping[str, int]] = {}  # other UINT attributes -> their least value
+    if TYPE_CHECKING:  # every windowed operator declares these fields itself, in its own field order
+        dimension_count: int
+        strides: tuple[int, ...]
+        dilations: tuple[int, ...]
+        start_padding: tuple[int, ...]
+        end_padding: tuple[int, ...]
 
     def __post_init__(self) -> None:
         for name in self.ARRAYS:

@@ -1,13 +1,20 @@
 """CONVOLUTION_INTEGER: the exact sum of zero-point-centred products, wrapped to int32."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .requantize import centred
 from .windows import correlate, per_filter
 
 
-def convolution_integer(x, x_zero_point, w, w_zero_point, *, strides, dilations, start_padding, end_padding,
-                        group_count=1):  # fmt: skip
+def convolution_integer(x: np.ndarray, x_zero_point: np.ndarray | None, w: np.ndarray,
+                        w_zero_point: ArrayLike | None, *, strides: Sequence[int], dilations: Sequence[int],
+                        start_padding: Sequence[int], end_padding: Sequence[int],
+                        group_count: int = 1) -> np.ndarray:  # fmt: skip
     """``Y[n, m, o] = sum_{c, k} (X[n, c, o*s - start + k*d] - XZP) * (W[m, c, k] - WZP[m])`` mod 2^32.
 
     ``x`` is ``{N, C, *spatial}``, ``w`` ``{M, C / group_count, *window}``; ``x_zero_point`` is a

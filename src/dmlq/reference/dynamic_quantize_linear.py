@@ -1,12 +1,17 @@
 """DYNAMIC_QUANTIZE_LINEAR: the range (with 0) gives a scale and a zero point, then quantize with them."""
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .quantize_linear import quantize_linear
 from .saturate import integer_range, saturate
 
 
-def dynamic_quantize_linear(x, output_dtype, *, reciprocal_division=False):
+def dynamic_quantize_linear(
+    x: ArrayLike, output_dtype: DTypeLike, *, reciprocal_division: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(y, scale, zero_point)``, in float32 as ONNX's DynamicQuantizeLinear defines them:
 
         rmin = min(0, min(x)), rmax = max(0, max(x))

@@ -1,9 +1,19 @@
 """GEMM: FusedActivation(alpha * op(A) @ op(B) + beta * C) in float32."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+if TYPE_CHECKING:
+    from ..activations import Activation
 
 
-def gemm(a, b, c, output_dtype, *, trans_a=False, trans_b=False, alpha=1.0, beta=1.0, fused_activation=None):
+def gemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None, output_dtype: DTypeLike, *, trans_a: bool = False,
+         trans_b: bool = False, alpha: float = 1.0, beta: float = 1.0,
+         fused_activation: Activation | None = None) -> np.ndarray:  # fmt: skip
     """``alpha * op(A) @ op(B) + beta * C`` in float32, then the activation, rounded once to the output.
 
     ``a`` is ``[..., M, K]`` (``[..., K, M]`` with ``trans_a``), ``b`` ``[..., K, N]`` (``[..., N, K]``
@@ -24,7 +34,7 @@ def gemm(a, b, c, output_dtype, *, trans_a=False, trans_b=False, alpha=1.0, beta
     if trans_b:
         b = np.ascontiguousarray(np.swapaxes(b, -1, -2))
     with np.errstate(all="ignore"):
-        total = np.float32(alpha) * np.matmul(a, b)
+        total: np.ndarray = np.float32(alpha) * np.matmul(a, b)
         if c is not None:
             total = total + np.float32(beta) * np.asarray(c, np.float32)
     if fused_activation is not None:

@@ -1,11 +1,15 @@
 """MATRIX_MULTIPLY_INTEGER: the exact sum of zero-point-centred products, wrapped to int32."""
 
+from __future__ import annotations
+
 import numpy as np
 
 from .requantize import centred
 
 
-def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):
+def matrix_multiply_integer(
+    a: np.ndarray, a_zero_point: np.ndarray | None, b: np.ndarray, b_zero_point: np.ndarray | None
+) -> np.ndarray:
     """``Out[..., m, n] = sum_k (A[..., m, k] - AZP[m]) * (B[..., k, n] - BZP[n])`` mod 2^32.
 
     ``a`` is ``[..., M, K]`` and ``b`` ``[..., K, N]``; the zero points (None: 0) broadcast against
@@ -15,4 +19,5 @@ def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):
     >>> matrix_multiply_integer(np.uint8([[255, 255]]), np.uint8(0), np.uint8([[255], [1]]), None)
     array([[65280]], dtype=int32)
     """
-    return np.matmul(centred(a, a_zero_point), centred(b, b_zero_point)).astype(np.int32)
+    products: np.ndarray = np.matmul(centred(a, a_zero_point), centred(b, b_zero_point))
+    return products.astype(np.int32)

@@ -8,7 +8,7 @@ from numpy.typing import DTypeLike
 from .saturate import saturate
 
 
-def quantize_linear(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None,
+def quantize_linear(x: np.ndarray, scale: np.ndarray | np.float32, zero_point: np.ndarray | None,
                     output_dtype: DTypeLike, *, reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """Quantize in float32: IEEE division (or ``x * float32(1 / scale)``), halves to even.
 

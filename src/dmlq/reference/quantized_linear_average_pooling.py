@@ -1,16 +1,24 @@
 """QUANTIZED_LINEAR_AVERAGE_POOLING: exact integer window sums, averaged and requantized in float64."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .requantize import centred, quantize_real, widened
-from .windows import per_channel, window_taps
+from .windows import per_channel, tap_total, window_taps
 
 
-def quantized_linear_average_pooling(x, x_scale, x_zero_point, output_scale, output_zero_point, output_dtype,
-                                     *, strides, window_size, start_padding, end_padding, dilations,
-                                     include_padding=False, reciprocal_division=False):  # fmt: skip
+def quantized_linear_average_pooling(x: np.ndarray, x_scale: ArrayLike, x_zero_point: ArrayLike | None,
+                                     output_scale: ArrayLike, output_zero_point: ArrayLike | None,
+                                     output_dtype: DTypeLike, *, strides: Sequence[int],
+                                     window_size: Sequence[int], start_padding: Sequence[int],
+                                     end_padding: Sequence[int], dilations: Sequence[int],
+                                     include_padding: bool = False,
+                                     reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """``clamp(round(s * XS[c] / count / YS[c]) + YZP[c], Min, Max)`` with
 
         s[n, c, o] = sum over the window's taps inside the input of (X[n, c, o*s - start + k*d] - XZP[c])
@@ -26,11 +34,12 @@ def quantized_linear_average_pooling(x, x_scale, x_zero_point, output_scale, out
     """
     ndim = x.ndim
     window = (window_size, strides, dilations, start_padding, end_padding)
-    sums = sum(window_taps(centred(x, per_channel(x_zero_point, ndim)), *window))
+    sums = tap_total(window_taps(centred(x, per_channel(x_zero_point, ndim)), *window))
+    count: np.ndarray | np.float64
     if include_padding:
         count = np.float64(math.prod(window_size))
     else:
-        count = sum(window_taps(np.ones((1, 1, *x.shape[2:]), np.int64), *window)).astype(np.float64)
+        count = tap_total(window_taps(np.ones((1, 1, *x.shape[2:]), np.int64), *window)).astype(np.float64)
     with np.errstate(all="ignore"):
         average = sums.astype(np.float64) * widened(per_channel(x_scale, ndim)) / count
     average = np.where(count == 0, 0.0, average)

@@ -1,14 +1,35 @@
 """QUANTIZED_LINEAR_CONVOLUTION: exact integer window sums plus the bias, requantized in float64."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .requantize import centred, requantize
 from .windows import correlate, per_channel, per_filter
 
 
-def quantized_linear_convolution(x, x_scale, x_zero_point, w, w_scale, w_zero_point, bias, output_scale,
-                                 output_zero_point, output_dtype, *, strides, dilations, start_padding,
-                                 end_padding, group_count=1, reciprocal_division=False):  # fmt: skip
+def quantized_linear_convolution(
+    x: np.ndarray,
+    x_scale: ArrayLike,
+    x_zero_point: np.ndarray | None,
+    w: np.ndarray,
+    w_scale: ArrayLike,
+    w_zero_point: ArrayLike | None,
+    bias: ArrayLike | None,
+    output_scale: ArrayLike,
+    output_zero_point: np.ndarray | None,
+    output_dtype: DTypeLike,
+    *,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    start_padding: Sequence[int],
+    end_padding: Sequence[int],
+    group_count: int = 1,
+    reciprocal_division: bool = False,
+) -> np.ndarray:
     """``clamp(round((acc + B[m]) * (XS * WS[m]) / YS) + YZP, Min, Max)`` with the exact sum
 
         acc[n, m, o] = sum_{c, k} (X[n, c, o*s - start + k*d] - XZP) * (W[m, c, k] - WZP[m])

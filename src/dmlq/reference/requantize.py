@@ -45,7 +45,8 @@ def requantize(accumulated: np.ndarray, a_scale: ArrayLike, b_scale: ArrayLike, 
                          reciprocal_division=reciprocal_division)  # fmt: skip
 
 
-def quantize_real(value: np.ndarray, output_scale, output_zero_point, output_dtype, *,
+def quantize_real(value: np.ndarray, output_scale: ArrayLike, output_zero_point: ArrayLike | None,
+                  output_dtype: DTypeLike, *,
                   reciprocal_division: bool = False) -> np.ndarray:  # fmt: skip
     """``clamp(round(value / OS) + OZP, Min, Max)`` for a float64 ``value``: the last steps of the
     requantizing operators, in float64 with the float32 scale (``value * float32(1 / OS)`` with

@@ -6,8 +6,10 @@ dimension reads input position ``o * stride - start + k * dilation`` (cross-corr
 """
 
 from collections.abc import Iterator, Sequence
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def output_size(size: int, start: int, end: int, window: int, stride: int, dilation: int) -> int:
@@ -73,16 +75,29 @@ def correlate(
     x, w = x.astype(np.int64), w.astype(np.int64)
     groups, channels = group_count, w.shape[1]
     grouped_w = w.reshape(groups, w.shape[0] // groups, channels, -1)  # {G, M / G, C / G, taps}
-    total = None
+    total: np.ndarray | None = None
     taps = window_taps(x, w.shape[2:], strides, dilations, start_padding, end_padding)
     for index, view in enumerate(taps):
         grouped_x = view.reshape(view.shape[0], groups, channels, -1)  # {N, G, C / G, positions}
         term = np.matmul(grouped_w[..., index], grouped_x)  # {N, G, M / G, positions}, exact in int64
         total = term if total is None else total + term
+    assert total is not None, "a window has at least one tap"
     return total.reshape(x.shape[0], w.shape[0], *view.shape[2:])
 
 
-def per_channel(values, ndim: int) -> np.ndarray | None:
+def tap_total(taps: Iterator[np.ndarray]) -> np.ndarray:
+    """The elementwise sum of a window's taps (a window has at least one)."""
+    total = next(taps)
+    for tap in taps:
+        total = total + tap
+    return total
+
+
+@overload
+def per_channel(values: None, ndim: int) -> None: ...
+@overload
+def per_channel(values: ArrayLike, ndim: int) -> np.ndarray: ...
+def per_channel(values: ArrayLike | None, ndim: int) -> np.ndarray | None:
     """A scalar or a vector of one value per channel, shaped to broadcast over ``{N, C, *spatial}``.
 
     >>> per_channel(np.float32([1, 2]), 4).shape
@@ -91,6 +106,10 @@ def per_channel(values, ndim: int) -> np.ndarray | None:
     return None if values is None else np.reshape(values, (1, -1) + (1,) * (ndim - 2))
 
 
-def per_filter(values, ndim: int) -> np.ndarray | None:
+@overload
+def per_filter(values: None, ndim: int) -> None: ...
+@overload
+def per_filter(values: ArrayLike, ndim: int) -> np.ndarray: ...
+def per_filter(values: ArrayLike | None, ndim: int) -> np.ndarray | None:
     """A scalar or one value per output channel, shaped to broadcast over a filter ``{M, C, *window}``."""
     return None if values is None else np.reshape(values, (-1,) + (1,) * (ndim - 1))
