@@ -82,6 +82,18 @@ def test_every_level_gives_the_reference_bits(level, shape, trans_a, trans_b, dt
     assert_same(out, expected(a, b, None, dtype, trans_a=trans_a, trans_b=trans_b))
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_a_few_rows_against_every_width(level, m, trans_b, rng):
+    """A few rows run on panels of up to 128 columns (B read in place, or packed), the last vector of each
+    masked, over K blocks."""
+    for n in (1, 7, 15, 16, 17, 33, 47, 64, 100, 128, 129, 200):
+        a, b = operands(rng, (), m, 37 if n % 2 else 300, n, np.float32, trans_b=trans_b, spread=True)
+        out = np.full((m, n + 1), np.nan, np.float32)[:, :n]  # a column beyond each row, left alone
+        assert_same(run(a, b, None, out, trans_b=trans_b), expected(a, b, None, np.float32, trans_b=trans_b))
+        assert np.all(np.isnan(out.base[:, n]))
+
+
 def broadcast_c(c_layout: str, rng, shape, dtype):
     batch, (m, n) = shape[:-2], shape[-2:]
     sizes = {"full": shape, "bias": (n,), "rows": (m, 1), "scalar": (), "batch": (m, n)}[c_layout]

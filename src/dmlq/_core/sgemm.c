@@ -40,9 +40,9 @@ void dmlq_sgemm_pack_a_portable(float *dst, const char *a, int rows, ptrdiff_t k
     }
 }
 
-void dmlq_sgemm_pack_b_portable(float *dst, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
+void dmlq_sgemm_pack_b_portable(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
                                 ptrdiff_t b_col, int type, int nr) {
-    for (ptrdiff_t p = 0; p < k; p++, dst += nr) {
+    for (ptrdiff_t p = 0; p < k; p++, dst += ldd) {
         const char *row = b + p * b_row;
         int j = 0;
         if (type == DMLQ_F32 && b_col == 4)
@@ -57,9 +57,9 @@ static void pack_a_portable(float *dst, const char *a, int rows, ptrdiff_t k, pt
     dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, PORTABLE_MR);
 }
 
-static void pack_b_portable(float *dst, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row, ptrdiff_t b_col,
-                            int type) {
-    dmlq_sgemm_pack_b_portable(dst, b, columns, k, b_row, b_col, type, PORTABLE_NR);
+static void pack_b_portable(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
+                            ptrdiff_t b_col, int type) {
+    dmlq_sgemm_pack_b_portable(dst, ldd, b, columns, k, b_row, b_col, type, PORTABLE_NR);
 }
 
 /* fmaf is one rounding on every platform (a call into the C library where the CPU has no FMA). */
@@ -76,7 +76,7 @@ static void tile_portable(ptrdiff_t k, const float *a, const float *b, ptrdiff_t
 }
 
 const sgemm_kernels dmlq_sgemm_portable = {PORTABLE_MR, PORTABLE_NR, 64, 256, 512, tile_portable,
-                                           pack_a_portable, pack_b_portable, &dmlq_rows_portable};
+                                           pack_a_portable, pack_b_portable, NULL, 0, 0, &dmlq_rows_portable};
 
 static const sgemm_kernels *kernels_for_level(void) {
 #if DMLQ_X86
@@ -92,7 +92,9 @@ typedef struct {
     const dmlq_sgemm_problem *p;
     const sgemm_kernels *kernels;
     ptrdiff_t mc, nc, kc, m_blocks, n_blocks, units;
-    int direct_b;   /* full B panels read where they lie (row-major float32 B, few rows of A) */
+    int few;        /* the kernel set's few_rows for all of A's rows, on panels of few_columns */
+    int panel;      /* columns of a B panel: NR, or few_columns */
+    int direct_b;   /* B panels read where they lie: a row-major float32 B and few rows of A */
     int direct_out; /* partial sums kept in the output (float32, unit column stride) */
     int plain;      /* the partial sums are the output: alpha 1, no C, no activation */
     char *workspace;
@@ -112,8 +114,9 @@ static size_t floats_bytes(ptrdiff_t count) { return (size_t)round_up(count, 16)
 
 static size_t thread_layout(const sgemm_plan *plan, thread_buffers *t, char *base) {
     const sgemm_kernels *k = plan->kernels;
-    const ptrdiff_t mc = round_up(plan->mc, k->mr), nc = round_up(plan->nc, k->nr), panels = nc / k->nr;
-    const size_t sizes[] = {floats_bytes(mc * plan->kc), floats_bytes(nc * plan->kc),
+    const ptrdiff_t mc = round_up(plan->mc, k->mr), nc = round_up(plan->nc, k->nr);
+    const ptrdiff_t panels = ceil_div(nc, plan->panel);
+    const size_t sizes[] = {floats_bytes(mc * plan->kc), floats_bytes(panels * plan->panel * plan->kc),
                             plan->direct_out ? 0 : floats_bytes(mc * nc), floats_bytes(k->mr * k->nr),
                             floats_bytes(nc), round_up(panels * (ptrdiff_t)sizeof(float *), 64),
                             round_up(panels * (ptrdiff_t)sizeof(ptrdiff_t), 64)};
@@ -196,38 +199,44 @@ static void finish_row(const sgemm_plan *plan, const float *acc, ptrdiff_t count
 
 /* ---- a unit -------------------------------------------------------------------------------------------- */
 
-/* The unit's B panels for the K block from k0 on: read in place, or packed into t->b. */
+/* The unit's B panels for the K block from k0 on: read in place, or packed into t->b (NR columns at a
+ * time: a few-rows panel is several side by side). */
 static void prepare_b(const sgemm_plan *plan, const thread_buffers *t, const char *b, ptrdiff_t columns,
                       ptrdiff_t k0, ptrdiff_t kb) {
     const dmlq_sgemm_problem *p = plan->p;
-    const int nr = plan->kernels->nr;
-    for (ptrdiff_t jr = 0; jr * nr < columns; jr++) {
-        const int width = (int)min_size(nr, columns - jr * nr);
-        const char *panel = b + k0 * p->b_row + jr * nr * p->b_col;
-        if (plan->direct_b && width == nr) {
+    const int nr = plan->kernels->nr, w = plan->panel;
+    for (ptrdiff_t jr = 0; jr * w < columns; jr++) {
+        const ptrdiff_t width = min_size(w, columns - jr * w);
+        const char *panel = b + k0 * p->b_row + jr * w * p->b_col;
+        if (plan->direct_b && (plan->few || width == w)) {
             t->b_panels[jr] = (const float *)panel;
             t->ldb[jr] = p->b_row / 4;
-        } else {
-            float *packed = t->b + jr * nr * kb;
-            plan->kernels->pack_b(packed, panel, width, kb, p->b_row, p->b_col, p->type);
-            t->b_panels[jr] = packed;
-            t->ldb[jr] = nr;
+            continue;
         }
+        float *packed = t->b + jr * w * kb;
+        for (ptrdiff_t j = 0; j < width; j += nr)
+            plan->kernels->pack_b(packed + j, w, panel + j * p->b_col, (int)min_size(nr, width - j), kb, p->b_row,
+                                  p->b_col, p->type);
+        t->b_panels[jr] = packed;
+        t->ldb[jr] = w;
     }
 }
 
-/* One tile of rows x columns (at most MR x NR) continued over kb terms into c (ldc floats per row);
- * a tile narrower than NR goes through t->tile. */
+/* One tile of rows x columns continued over kb terms into c (ldc floats per row): a few-rows panel, or
+ * at most MR x NR, a tile narrower than NR through t->tile. */
 static void run_tile(const sgemm_plan *plan, const thread_buffers *t, ptrdiff_t kb, const float *a, ptrdiff_t jr,
                      float *c, ptrdiff_t ldc, int rows, int columns, int load) {
     const sgemm_kernels *k = plan->kernels;
-    if (columns == k->nr) {
+    if (plan->few) {
+        k->few_rows(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, columns, load);
+    } else if (columns == k->nr) {
         k->tile(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, load);
-        return;
+    } else {
+        for (int r = 0; load && r < rows; r++)
+            memcpy(t->tile + r * k->nr, c + r * ldc, sizeof(float) * (size_t)columns);
+        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], t->tile, k->nr, rows, load);
+        for (int r = 0; r < rows; r++) memcpy(c + r * ldc, t->tile + r * k->nr, sizeof(float) * (size_t)columns);
     }
-    for (int r = 0; load && r < rows; r++) memcpy(t->tile + r * k->nr, c + r * ldc, sizeof(float) * (size_t)columns);
-    k->tile(kb, a, t->b_panels[jr], t->ldb[jr], t->tile, k->nr, rows, load);
-    for (int r = 0; r < rows; r++) memcpy(c + r * ldc, t->tile + r * k->nr, sizeof(float) * (size_t)columns);
 }
 
 static void compute_unit(const sgemm_plan *plan, const thread_buffers *t, ptrdiff_t unit) {
@@ -252,14 +261,15 @@ static void compute_unit(const sgemm_plan *plan, const thread_buffers *t, ptrdif
         for (ptrdiff_t ir = 0; ir * k->mr < rows; ir++)
             k->pack_a(t->a + ir * k->mr * kb, a + ir * k->mr * p->a_row + k0 * p->a_col,
                       (int)min_size(k->mr, rows - ir * k->mr), kb, p->a_row, p->a_col, p->type);
-        for (ptrdiff_t jr = 0; jr * k->nr < columns; jr++) {
-            const int width = (int)min_size(k->nr, columns - jr * k->nr);
+        for (ptrdiff_t jr = 0; jr * plan->panel < columns; jr++) {
+            const int width = (int)min_size(plan->panel, columns - jr * plan->panel);
             for (ptrdiff_t ir = 0; ir * k->mr < rows; ir++) {
                 const int height = (int)min_size(k->mr, rows - ir * k->mr);
-                float *tile = c + ir * k->mr * ldc + jr * k->nr;
+                float *tile = c + ir * k->mr * ldc + jr * plan->panel;
                 run_tile(plan, t, kb, t->a + ir * k->mr * kb, jr, tile, ldc, height, width, load);
                 for (int r = 0; last && !plan->plain && r < height; r++)
-                    finish_row(plan, tile + r * ldc, width, batch, i0 + ir * k->mr + r, j0 + jr * k->nr, t->row);
+                    finish_row(plan, tile + r * ldc, width, batch, i0 + ir * k->mr + r, j0 + jr * plan->panel,
+                               t->row);
             }
         }
     }
@@ -309,7 +319,10 @@ int dmlq_sgemm(const dmlq_sgemm_problem *problem, int threads) {
     sgemm_plan plan = {.p = p, .kernels = kernels_for_level()};
     const sgemm_kernels *k = plan.kernels;
     plan.direct_out = p->type == DMLQ_F32 && p->out_col == 4 && p->out_row % 4 == 0;
-    plan.direct_b = p->type == DMLQ_F32 && p->b_col == 4 && p->b_row % 4 == 0 && ceil_div(p->m, k->mr) <= DIRECT_B_PANELS;
+    const int b_row_major = p->type == DMLQ_F32 && p->b_col == 4 && p->b_row % 4 == 0;
+    plan.few = k->few_rows && p->m <= k->few_rows_max;
+    plan.panel = plan.few ? k->few_columns : k->nr;
+    plan.direct_b = b_row_major && ceil_div(p->m, k->mr) <= DIRECT_B_PANELS;
     plan.plain = plan.direct_out && p->alpha == 1.0f && !p->c &&
                  (p->activation == DMLQ_ACT_NONE || p->activation == DMLQ_ACT_IDENTITY);
     choose_blocks(&plan, threads);

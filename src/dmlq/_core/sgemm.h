@@ -48,9 +48,16 @@ typedef struct {
     /* `rows` rows of k elements of op(A) (element (r, p) at a + r * a_row + p * a_col bytes, float32 or
      * float16 `type`) into a panel [k][MR]. */
     void (*pack_a)(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type);
-    /* `columns` (1..NR) columns of k elements of op(B) into a panel [k][NR], zero beyond them. */
-    void (*pack_b)(float *dst, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row, ptrdiff_t b_col,
-                   int type);
+    /* `columns` (1..NR) columns of k elements of op(B) into a panel of NR columns, zero beyond them, its
+     * rows ldd floats apart (NR, or more where several panels lie side by side). */
+    void (*pack_b)(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
+                   ptrdiff_t b_col, int type);
+    /* Optional (NULL): `rows` (1..few_rows_max) x `columns` (1..few_columns) outputs, as `tile` computes
+     * them, on a panel of few_columns: the more accumulators, the more independent sums a few rows
+     * have, and a row-major B read where it lies streams row by row. Only c's `columns` are stored. */
+    void (*few_rows)(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows,
+                     int columns, int load);
+    int few_rows_max, few_columns;
     const dmlq_row_table *rows; /* the level's element-wise rows: the fused activation */
 } sgemm_kernels;
 
@@ -63,7 +70,7 @@ extern const sgemm_kernels dmlq_sgemm_avx512;
 /* The portable packing, which the level's own packing falls back to for layouts it does not handle. */
 void dmlq_sgemm_pack_a_portable(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col,
                                 int type, int mr);
-void dmlq_sgemm_pack_b_portable(float *dst, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
-                                ptrdiff_t b_col, int type, int nr);
+void dmlq_sgemm_pack_b_portable(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k,
+                                ptrdiff_t b_row, ptrdiff_t b_col, int type, int nr);
 
 #endif

@@ -6,7 +6,7 @@
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
 
-enum { MR = 14, NR = 32 };
+enum { MR = 14, NR = 32, FEW_ROWS = 3, FEW_VECTORS = 8 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -42,16 +42,52 @@ static void tile(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, flo
     }
 }
 
+/* A few rows (sgemm.h's few_rows): `rows` x `vectors` accumulators of 16 columns
+ * continued over k terms, each k reading `vectors` consecutive vectors of one row of B (as many as
+ * the columns need, the last masked to the real ones). */
+static ALWAYS_INLINE void few_rows_fixed(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c,
+                                         ptrdiff_t ldc, int columns, int load, const int rows, const int vectors) {
+    __m512 acc[FEW_ROWS][FEW_VECTORS];
+    const __mmask16 last = (__mmask16)(0xFFFFu >> (16 * vectors - columns));
+    for (int r = 0; r < rows; r++) {
+        for (int v = 0; v < vectors - 1; v++) acc[r][v] = load ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
+        acc[r][vectors - 1] = _mm512_maskz_loadu_ps(load ? last : 0, c + r * ldc + 16 * (vectors - 1));
+    }
+    for (ptrdiff_t p = 0; p < k; p++, a += MR, b += ldb) {
+        __m512 bv[FEW_VECTORS];
+        for (int v = 0; v < vectors - 1; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);
+        bv[vectors - 1] = _mm512_maskz_loadu_ps(last, b + 16 * (vectors - 1));
+        for (int r = 0; r < rows; r++) {
+            const __m512 ar = _mm512_set1_ps(a[r]);
+            for (int v = 0; v < vectors; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        for (int v = 0; v < vectors - 1; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
+        _mm512_mask_storeu_ps(c + r * ldc + 16 * (vectors - 1), last, acc[r][vectors - 1]);
+    }
+}
+
+#define FEW(rows, vectors) \
+    case (rows) * 16 + (vectors): few_rows_fixed(k, a, b, ldb, c, ldc, columns, load, rows, vectors); break;
+#define FEW_ROW(rows) FEW(rows, 1) FEW(rows, 2) FEW(rows, 3) FEW(rows, 4) FEW(rows, 5) FEW(rows, 6) FEW(rows, 7) FEW(rows, 8)
+
+static void few_rows(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows,
+                     int columns, int load) {
+    switch (rows * 16 + (columns + 15) / 16) { FEW_ROW(1) FEW_ROW(2) FEW_ROW(3) }
+}
+
 static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
     dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
 }
 
-static void pack_b(float *dst, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row, ptrdiff_t b_col, int type) {
-    dmlq_sgemm_pack_b_portable(dst, b, columns, k, b_row, b_col, type, NR);
+static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
+                   ptrdiff_t b_col, int type) {
+    dmlq_sgemm_pack_b_portable(dst, ldd, b, columns, k, b_row, b_col, type, NR);
 }
 
 DMLQ_END_TARGET
 
 const sgemm_kernels dmlq_sgemm_avx512 = {MR, NR, 16 * MR, 256, 1024, tile, pack_a, pack_b,
-                                         &dmlq_rows_avx512};
+                                         few_rows, FEW_ROWS, 16 * FEW_VECTORS, &dmlq_rows_avx512};
 #endif
