@@ -6,29 +6,36 @@
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
 
-enum { MR = 14, NR = 32, FEW_ROWS = 3, FEW_VECTORS = 8 };
+enum { MR = 14, NR = 32, FEW_ROWS = 3, FEW_VECTORS = 8, PREFETCH_BYTES = 256 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* The accumulators are named variables, not an array: GCC 12 may copy an array of them to the stack on
+ * every k. */
+#define FOR_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+#define DECLARE_ROW(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = _mm512_setzero_ps();
+#define LOAD_ROW(r) \
+    if (rows > r) c##r##_0 = _mm512_loadu_ps(c + r * ldc), c##r##_1 = _mm512_loadu_ps(c + r * ldc + 16);
+#define STEP_ROW(r)                                              \
+    if (rows > r) {                                              \
+        const __m512 ar = _mm512_set1_ps(a[r]);                  \
+        c##r##_0 = _mm512_fmadd_ps(ar, b0, c##r##_0);            \
+        c##r##_1 = _mm512_fmadd_ps(ar, b1, c##r##_1);            \
+    }
+#define STORE_ROW(r) \
+    if (rows > r) _mm512_storeu_ps(c + r * ldc, c##r##_0), _mm512_storeu_ps(c + r * ldc + 16, c##r##_1);
+
 static ALWAYS_INLINE void tile_rows(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c,
                                     ptrdiff_t ldc, int load, const int rows) {
-    __m512 acc[MR][2];
-    for (int r = 0; r < rows; r++) {
-        acc[r][0] = load ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
-        acc[r][1] = load ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+    FOR_ROWS(DECLARE_ROW)
+    if (load) {
+        FOR_ROWS(LOAD_ROW)
     }
     for (ptrdiff_t p = 0; p < k; p++, a += MR, b += ldb) {
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        for (int r = 0; r < rows; r++) {
-            const __m512 ar = _mm512_set1_ps(a[r]);
-            acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
-        }
+        FOR_ROWS(STEP_ROW)
     }
-    for (int r = 0; r < rows; r++) {
-        _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-        _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
-    }
+    FOR_ROWS(STORE_ROW)
 }
 
 #define ROWS(n) \
@@ -42,30 +49,35 @@ static void tile(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, flo
     }
 }
 
-/* A few rows (sgemm.h's few_rows): `rows` x `vectors` accumulators of 16 columns
- * continued over k terms, each k reading `vectors` consecutive vectors of one row of B (as many as
- * the columns need, the last masked to the real ones). */
+/* A few rows (sgemm.h's few_rows): `rows` x `vectors` accumulators of 16 columns continued over k
+ * terms, each k reading `vectors` consecutive vectors of one row of B (as many as the columns need, the
+ * last masked to the real ones). Named variables, not arrays: GCC 12 copies an array of accumulators
+ * to the stack on every k. */
+#define FOR_VECTORS(X, r) X(r, 0) X(r, 1) X(r, 2) X(r, 3) X(r, 4) X(r, 5) X(r, 6) X(r, 7)
+#define FOR_FEW(X) FOR_VECTORS(X, 0) FOR_VECTORS(X, 1) FOR_VECTORS(X, 2)
+#define IF_USED(r, v) if (rows > r && vectors > v)
+#define FEW_DECLARE(r, v) __m512 c##r##v = _mm512_setzero_ps();
+#define FEW_LOAD(r, v) \
+    IF_USED(r, v) c##r##v = _mm512_maskz_loadu_ps(v == vectors - 1 ? last : 0xFFFF, c + r * ldc + 16 * v);
+#define FEW_B(r, v) \
+    const __m512 b##v = vectors > v ? _mm512_maskz_loadu_ps(v == vectors - 1 ? last : 0xFFFF, b + 16 * v) : zero;
+#define FEW_STEP(r, v) IF_USED(r, v) c##r##v = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b##v, c##r##v);
+#define FEW_STORE(r, v) \
+    IF_USED(r, v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == vectors - 1 ? last : 0xFFFF, c##r##v);
+
 static ALWAYS_INLINE void few_rows_fixed(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c,
                                          ptrdiff_t ldc, int columns, int load, const int rows, const int vectors) {
-    __m512 acc[FEW_ROWS][FEW_VECTORS];
+    const __m512 zero = _mm512_setzero_ps();
     const __mmask16 last = (__mmask16)(0xFFFFu >> (16 * vectors - columns));
-    for (int r = 0; r < rows; r++) {
-        for (int v = 0; v < vectors - 1; v++) acc[r][v] = load ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
-        acc[r][vectors - 1] = _mm512_maskz_loadu_ps(load ? last : 0, c + r * ldc + 16 * (vectors - 1));
+    FOR_FEW(FEW_DECLARE)
+    if (load) {
+        FOR_FEW(FEW_LOAD)
     }
     for (ptrdiff_t p = 0; p < k; p++, a += MR, b += ldb) {
-        __m512 bv[FEW_VECTORS];
-        for (int v = 0; v < vectors - 1; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);
-        bv[vectors - 1] = _mm512_maskz_loadu_ps(last, b + 16 * (vectors - 1));
-        for (int r = 0; r < rows; r++) {
-            const __m512 ar = _mm512_set1_ps(a[r]);
-            for (int v = 0; v < vectors; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
-        }
+        FOR_VECTORS(FEW_B, 0)
+        FOR_FEW(FEW_STEP)
     }
-    for (int r = 0; r < rows; r++) {
-        for (int v = 0; v < vectors - 1; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
-        _mm512_mask_storeu_ps(c + r * ldc + 16 * (vectors - 1), last, acc[r][vectors - 1]);
-    }
+    FOR_FEW(FEW_STORE)
 }
 
 #define FEW(rows, vectors) \
@@ -81,9 +93,77 @@ static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a
     dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
 }
 
+/* 16 floats of a float32 or float16 row. */
+static ALWAYS_INLINE __m512 load_16(const char *p, int type) {
+    return type == DMLQ_F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_ps(p);
+}
+
+/* r[i] holds row i of a 16 x 16 block; afterwards r[j] holds its column j. */
+static ALWAYS_INLINE void transpose_16(__m512 *r) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]); /* per 128-bit lane L: columns 4L, 4L + 1 of rows i, i + 1 */
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]); /* columns 4L + 2, 4L + 3 */
+    }
+    for (int i = 0; i < 16; i += 4) { /* s[i + c], lane L: column 4L + c of rows i .. i + 3 */
+        const __m512d lo = _mm512_castps_pd(t[i]), lo2 = _mm512_castps_pd(t[i + 2]);
+        const __m512d hi = _mm512_castps_pd(t[i + 1]), hi2 = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, lo2));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, lo2));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi, hi2));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi, hi2));
+    }
+    for (int c = 0; c < 4; c++) { /* column 4L + c: lane L of s[c], s[4 + c], s[8 + c], s[12 + c] */
+        const __m512 low01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), high01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
+        const __m512 low23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+        const __m512 high23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+        t[c] = _mm512_shuffle_f32x4(low01, low23, 0x88);
+        t[4 + c] = _mm512_shuffle_f32x4(low01, low23, 0xDD);
+        t[8 + c] = _mm512_shuffle_f32x4(high01, high23, 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(high01, high23, 0xDD);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* op(B) with contiguous k (a TransB B): 16 columns x 16 k at a time, read as rows and transposed; each
+ * 16 columns' rows are read along the whole k first (16 streams, prefetched into L2 ahead). */
+static void pack_b_transposed(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_col,
+                              int type) {
+    const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4, whole = k / 16 * 16;
+    for (int half = 0; half < NR; half += 16) {
+        const int rows = columns - half < 16 ? columns - half : 16;
+        for (ptrdiff_t p = 0; p < whole; p += 16) {
+            __m512 r[16];
+            for (int j = 0; j < 16; j++) {
+                const char *row = b + (half + j) * b_col + p * size;
+                if (j < rows) _mm_prefetch(row + PREFETCH_BYTES, _MM_HINT_T1);
+                r[j] = j < rows ? load_16(row, type) : _mm512_setzero_ps();
+            }
+            if (rows > 0) transpose_16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + (p + i) * ldd + half, r[i]);
+        }
+    }
+    if (whole < k)
+        dmlq_sgemm_pack_b_portable(dst + whole * ldd, ldd, b + whole * size, columns, k - whole, size, b_col, type, NR);
+}
+
+/* A float16 op(B) with contiguous columns: each k's row widened 16 at a time. */
+static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row) {
+    for (ptrdiff_t p = 0; p < k; p++, dst += ldd, b += b_row)
+        for (int j = 0; j < NR; j += 16) {
+            const __mmask16 real = (__mmask16)(columns - j >= 16 ? 0xFFFF : columns <= j ? 0 : (1u << (columns - j)) - 1);
+            _mm512_storeu_ps(dst + j, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(real, b + 2 * j)));
+        }
+}
+
 static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
                    ptrdiff_t b_col, int type) {
-    dmlq_sgemm_pack_b_portable(dst, ldd, b, columns, k, b_row, b_col, type, NR);
+    if (b_row == (type == DMLQ_F16 ? 2 : 4))
+        pack_b_transposed(dst, ldd, b, columns, k, b_col, type);
+    else if (type == DMLQ_F16 && b_col == 2)
+        pack_b_halves(dst, ldd, b, columns, k, b_row);
+    else
+        dmlq_sgemm_pack_b_portable(dst, ldd, b, columns, k, b_row, b_col, type, NR);
 }
 
 DMLQ_END_TARGET
