@@ -15,7 +15,7 @@
 #include "sgemm.h"
 
 enum {
-    SERIAL_OPERATIONS = 1 << 19, /* multiply-adds below which one thread does all the work */
+    SERIAL_OPERATIONS = 1 << 20, /* multiply-adds below which one thread does all the work */
     DIRECT_B_PANELS = 2,         /* A panels (all rows) up to which a row-major B is read in place */
     UNITS_PER_THREAD = 2         /* enough units for threads to even out a descheduled one */
 };
@@ -64,7 +64,8 @@ static void pack_b_portable(float *dst, ptrdiff_t ldd, const char *b, int column
 
 /* fmaf is one rounding on every platform (a call into the C library where the CPU has no FMA). */
 static void tile_portable(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc,
-                          int rows, int load) {
+                          int rows, int columns, int load) {
+    (void)columns; /* always NR: this set does not mask */
     float acc[PORTABLE_MR][PORTABLE_NR];
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < PORTABLE_NR; j++) acc[r][j] = load ? c[r * ldc + j] : 0.0f;
@@ -75,7 +76,7 @@ static void tile_portable(ptrdiff_t k, const float *a, const float *b, ptrdiff_t
         for (int j = 0; j < PORTABLE_NR; j++) c[r * ldc + j] = acc[r][j];
 }
 
-const sgemm_kernels dmlq_sgemm_portable = {PORTABLE_MR, PORTABLE_NR, 64, 256, 512, tile_portable,
+const sgemm_kernels dmlq_sgemm_portable = {PORTABLE_MR, PORTABLE_NR, 64, 256, 512, tile_portable, 0,
                                            pack_a_portable, pack_b_portable, NULL, 0, 0, &dmlq_rows_portable};
 
 static const sgemm_kernels *kernels_for_level(void) {
@@ -165,23 +166,35 @@ static void choose_blocks(sgemm_plan *plan, int threads) {
 
 static const float MINUS_ZERO = -0.0f; /* x + -0 is x for every x: the add row's activation alone */
 
-/* `count` partial sums of row i from column j on, through alpha, beta * C and the activation, into the
- * output. */
-static void finish_row(const sgemm_plan *plan, const float *acc, ptrdiff_t count, ptrdiff_t batch, ptrdiff_t i,
-                       ptrdiff_t j, float *x) {
-    const dmlq_sgemm_problem *p = plan->p;
-    const float alpha = p->alpha, beta = p->beta;
-    if (alpha == 1.0f)
-        memmove(x, acc, sizeof(float) * (size_t)count);
-    else
-        for (ptrdiff_t t = 0; t < count; t++) x[t] = alpha * acc[t];
-    if (p->c) {
-        const char *c = p->c + p->c_offsets[batch] + i * p->c_row + j * p->c_col;
+/* x[t] += (beta *) c[t] for a row of C: float32 read in place (contiguous, or one value along the row),
+ * else widened one by one. */
+static void add_c(float *x, ptrdiff_t count, const char *c, ptrdiff_t c_col, int type, float beta) {
+    if (type == DMLQ_F32 && c_col == 4) {
+        const float *row = (const float *)c;
         if (beta == 1.0f)
-            for (ptrdiff_t t = 0; t < count; t++) x[t] = x[t] + load_float(c + t * p->c_col, p->type);
+            for (ptrdiff_t t = 0; t < count; t++) x[t] = x[t] + row[t];
         else
-            for (ptrdiff_t t = 0; t < count; t++) x[t] = x[t] + beta * load_float(c + t * p->c_col, p->type);
+            for (ptrdiff_t t = 0; t < count; t++) x[t] = x[t] + beta * row[t];
+    } else if (c_col == 0) {
+        const float value = beta == 1.0f ? load_float(c, type) : beta * load_float(c, type);
+        for (ptrdiff_t t = 0; t < count; t++) x[t] = x[t] + value;
+    } else {
+        for (ptrdiff_t t = 0; t < count; t++)
+            x[t] = x[t] + (beta == 1.0f ? load_float(c + t * c_col, type) : beta * load_float(c + t * c_col, type));
     }
+}
+
+/* `count` partial sums of row i from column j on, through alpha, beta * C and the activation, into the
+ * output: in place where the partial sums are the output's own float32 elements. */
+static void finish_row(const sgemm_plan *plan, float *acc, ptrdiff_t count, ptrdiff_t batch, ptrdiff_t i, ptrdiff_t j,
+                       float *row) {
+    const dmlq_sgemm_problem *p = plan->p;
+    float *x = plan->direct_out ? acc : row;
+    if (p->alpha != 1.0f)
+        for (ptrdiff_t t = 0; t < count; t++) x[t] = p->alpha * acc[t];
+    else if (x != acc)
+        memcpy(x, acc, sizeof(float) * (size_t)count);
+    if (p->c) add_c(x, count, p->c + p->c_offsets[batch] + i * p->c_row + j * p->c_col, p->c_col, p->type, p->beta);
     if (p->activation == DMLQ_ACT_RELU) {
         for (ptrdiff_t t = 0; t < count; t++) x[t] = x[t] < 0.0f ? 0.0f : x[t];
     } else if (p->activation != DMLQ_ACT_NONE && p->activation != DMLQ_ACT_IDENTITY) {
@@ -190,6 +203,7 @@ static void finish_row(const sgemm_plan *plan, const float *acc, ptrdiff_t count
         const ptrdiff_t strides[3] = {4, 0, 4};
         plan->kernels->rows->add(pointers, strides, count, &params, 0);
     }
+    if (x == acc) return;
     char *out = p->out + p->out_offsets[batch] + i * p->out_row + j * p->out_col;
     if (p->type == DMLQ_F16)
         for (ptrdiff_t t = 0; t < count; t++) *(uint16_t *)(out + t * p->out_col) = dmlq_float_to_half(x[t]);
@@ -208,7 +222,7 @@ static void prepare_b(const sgemm_plan *plan, const thread_buffers *t, const cha
     for (ptrdiff_t jr = 0; jr * w < columns; jr++) {
         const ptrdiff_t width = min_size(w, columns - jr * w);
         const char *panel = b + k0 * p->b_row + jr * w * p->b_col;
-        if (plan->direct_b && (plan->few || width == w)) {
+        if (plan->direct_b && (plan->few || width == w || plan->kernels->masked_tile)) {
             t->b_panels[jr] = (const float *)panel;
             t->ldb[jr] = p->b_row / 4;
             continue;
@@ -223,18 +237,18 @@ static void prepare_b(const sgemm_plan *plan, const thread_buffers *t, const cha
 }
 
 /* One tile of rows x columns continued over kb terms into c (ldc floats per row): a few-rows panel, or
- * at most MR x NR, a tile narrower than NR through t->tile. */
+ * at most MR x NR, a tile narrower than NR through t->tile unless the kernel masks its columns. */
 static void run_tile(const sgemm_plan *plan, const thread_buffers *t, ptrdiff_t kb, const float *a, ptrdiff_t jr,
                      float *c, ptrdiff_t ldc, int rows, int columns, int load) {
     const sgemm_kernels *k = plan->kernels;
     if (plan->few) {
         k->few_rows(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, columns, load);
-    } else if (columns == k->nr) {
-        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, load);
+    } else if (columns == k->nr || k->masked_tile) {
+        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, columns, load);
     } else {
         for (int r = 0; load && r < rows; r++)
             memcpy(t->tile + r * k->nr, c + r * ldc, sizeof(float) * (size_t)columns);
-        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], t->tile, k->nr, rows, load);
+        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], t->tile, k->nr, rows, k->nr, load);
         for (int r = 0; r < rows; r++) memcpy(c + r * ldc, t->tile + r * k->nr, sizeof(float) * (size_t)columns);
     }
 }

@@ -40,11 +40,13 @@ enum { SGEMM_MAX_MR = 16, SGEMM_MAX_NR = 32 };
 typedef struct {
     int mr, nr;     /* the tile */
     int mc, kc, nc; /* the blocks: rows of A and columns of B per unit, terms per K block */
-    /* `rows` (1..MR) x NR outputs over `k` terms: the accumulators start at +0, or with `load` at
+    /* `rows` (1..MR) x `columns` outputs over `k` terms: the accumulators start at +0, or with `load` at
      * c's float32 partial sums, then take fma(a[p * MR + r], b[p * ldb + j], acc) for p in order;
-     * stored to c, rows ldc floats apart. */
+     * stored to c, rows ldc floats apart. `columns` is NR unless `masked_tile`: then 1..NR, and
+     * neither B nor c is touched beyond them. */
     void (*tile)(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows,
-                 int load);
+                 int columns, int load);
+    int masked_tile;
     /* `rows` rows of k elements of op(A) (element (r, p) at a + r * a_row + p * a_col bytes, float32 or
      * float16 `type`) into a panel [k][MR]. */
     void (*pack_a)(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type);

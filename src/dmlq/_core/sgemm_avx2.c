@@ -43,7 +43,8 @@ static ALWAYS_INLINE void tile_rows(ptrdiff_t k, const float *a, const float *b,
     case n: tile_rows(k, a, b, ldb, c, ldc, load, n); break;
 
 static void tile(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows,
-                 int load) {
+                 int columns, int load) {
+    (void)columns; /* always NR: this set does not mask */
     switch (rows) {
         ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5)
     default: tile_rows(k, a, b, ldb, c, ldc, load, MR); break;
@@ -171,6 +172,6 @@ static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdif
 
 DMLQ_END_TARGET
 
-const sgemm_kernels dmlq_sgemm_avx2 = {MR, NR, 24 * MR, 256, 1024, tile, pack_a, pack_b,
+const sgemm_kernels dmlq_sgemm_avx2 = {MR, NR, 24 * MR, 256, 1024, tile, 0, pack_a, pack_b,
                                        few_rows, FEW_ROWS, 8 * FEW_VECTORS, &dmlq_rows_avx2};
 #endif

@@ -11,41 +11,53 @@ enum { MR = 14, NR = 32, FEW_ROWS = 3, FEW_VECTORS = 8, PREFETCH_BYTES = 256 };
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* The accumulators are named variables, not an array: GCC 12 may copy an array of them to the stack on
- * every k. */
+ * every k. B is read through the columns' masks (free on AVX-512: both halves are loaded into
+ * registers anyway), so a narrow panel is neither padded nor read beyond its columns. */
 #define FOR_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #define DECLARE_ROW(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = _mm512_setzero_ps();
-#define LOAD_ROW(r) \
-    if (rows > r) c##r##_0 = _mm512_loadu_ps(c + r * ldc), c##r##_1 = _mm512_loadu_ps(c + r * ldc + 16);
+#define LOAD_ROW(r)                                                   \
+    if (rows > r) {                                                   \
+        c##r##_0 = _mm512_maskz_loadu_ps(first, c + r * ldc);         \
+        c##r##_1 = _mm512_maskz_loadu_ps(second, c + r * ldc + 16);   \
+    }
 #define STEP_ROW(r)                                              \
     if (rows > r) {                                              \
         const __m512 ar = _mm512_set1_ps(a[r]);                  \
         c##r##_0 = _mm512_fmadd_ps(ar, b0, c##r##_0);            \
         c##r##_1 = _mm512_fmadd_ps(ar, b1, c##r##_1);            \
     }
-#define STORE_ROW(r) \
-    if (rows > r) _mm512_storeu_ps(c + r * ldc, c##r##_0), _mm512_storeu_ps(c + r * ldc + 16, c##r##_1);
+#define STORE_ROW(r)                                                  \
+    if (rows > r) {                                                   \
+        _mm512_mask_storeu_ps(c + r * ldc, first, c##r##_0);          \
+        _mm512_mask_storeu_ps(c + r * ldc + 16, second, c##r##_1);    \
+    }
+
+static __mmask16 columns_mask(int columns) {
+    return (__mmask16)(columns >= 16 ? 0xFFFF : columns <= 0 ? 0 : (1u << columns) - 1);
+}
 
 static ALWAYS_INLINE void tile_rows(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c,
-                                    ptrdiff_t ldc, int load, const int rows) {
+                                    ptrdiff_t ldc, int columns, int load, const int rows) {
+    const __mmask16 first = columns_mask(columns), second = columns_mask(columns - 16);
     FOR_ROWS(DECLARE_ROW)
     if (load) {
         FOR_ROWS(LOAD_ROW)
     }
     for (ptrdiff_t p = 0; p < k; p++, a += MR, b += ldb) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        const __m512 b0 = _mm512_maskz_loadu_ps(first, b), b1 = _mm512_maskz_loadu_ps(second, b + 16);
         FOR_ROWS(STEP_ROW)
     }
     FOR_ROWS(STORE_ROW)
 }
 
 #define ROWS(n) \
-    case n: tile_rows(k, a, b, ldb, c, ldc, load, n); break;
+    case n: tile_rows(k, a, b, ldb, c, ldc, columns, load, n); break;
 
 static void tile(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows,
-                 int load) {
+                 int columns, int load) {
     switch (rows) {
         ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5) ROWS(6) ROWS(7) ROWS(8) ROWS(9) ROWS(10) ROWS(11) ROWS(12) ROWS(13)
-    default: tile_rows(k, a, b, ldb, c, ldc, load, MR); break;
+    default: tile_rows(k, a, b, ldb, c, ldc, columns, load, MR); break;
     }
 }
 
@@ -168,6 +180,6 @@ static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdif
 
 DMLQ_END_TARGET
 
-const sgemm_kernels dmlq_sgemm_avx512 = {MR, NR, 16 * MR, 256, 1024, tile, pack_a, pack_b,
+const sgemm_kernels dmlq_sgemm_avx512 = {MR, NR, 16 * MR, 256, 1024, tile, 1, pack_a, pack_b,
                                          few_rows, FEW_ROWS, 16 * FEW_VECTORS, &dmlq_rows_avx512};
 #endif
