@@ -16,8 +16,12 @@
 
 enum {
     SERIAL_OPERATIONS = 1 << 20, /* multiply-adds below which one thread does all the work */
-    DIRECT_B_PANELS = 2,         /* A panels (all rows) up to which a row-major B is read in place */
-    UNITS_PER_THREAD = 2         /* enough units for threads to even out a descheduled one */
+    DIRECT_B_PANELS = 2,         /* A panels per unit up to which a row-major B is read in place */
+    UNITS_PER_THREAD = 2,        /* enough units for threads to even out a descheduled one */
+    /* A unit's columns when they are split for threads: narrower ones would share the cache lines of
+     * the partial sums they keep in the output with their neighbours' (false sharing). */
+    MIN_SPLIT_COLUMNS = 64,
+    L2_B_BYTES = 512 * 1024 /* a block of B that stays in L2 for the next row block */
 };
 
 static ptrdiff_t min_size(ptrdiff_t a, ptrdiff_t b) { return a < b ? a : b; }
@@ -34,6 +38,11 @@ static float load_float(const char *p, int type) {
 
 void dmlq_sgemm_pack_a_portable(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col,
                                 int type, int mr) {
+    if (a_row == (type == DMLQ_F16 ? 2 : 4)) { /* each k's rows lie side by side (TransA): copied in order */
+        for (ptrdiff_t p = 0; p < k; p++)
+            for (int r = 0; r < rows; r++) dst[p * mr + r] = load_float(a + r * a_row + p * a_col, type);
+        return;
+    }
     for (int r = 0; r < rows; r++) {
         const char *row = a + r * a_row;
         for (ptrdiff_t p = 0; p < k; p++) dst[p * mr + r] = load_float(row + p * a_col, type);
@@ -148,14 +157,19 @@ static void choose_blocks(sgemm_plan *plan, int threads) {
     plan->nc = min_size(round_up(p->n, k->nr), k->nc);
     const ptrdiff_t wanted = threads > 1 ? (ptrdiff_t)threads * UNITS_PER_THREAD : 1;
     ptrdiff_t blocks = p->batches * ceil_div(p->m, plan->mc) * ceil_div(p->n, plan->nc);
-    if (blocks < wanted) { /* columns first: each row block then still reads its A once */
-        const ptrdiff_t n_blocks = min_size(ceil_div(p->n, k->nr), ceil_div(wanted, p->batches * ceil_div(p->m, plan->mc)));
+    if (blocks < wanted) { /* columns first (each row block then still reads its A once), 64 at least */
+        const ptrdiff_t widest_split = ceil_div(p->n, k->nr < MIN_SPLIT_COLUMNS ? MIN_SPLIT_COLUMNS : k->nr);
+        const ptrdiff_t n_blocks = min_size(widest_split, ceil_div(wanted, p->batches * ceil_div(p->m, plan->mc)));
         plan->nc = round_up(ceil_div(p->n, n_blocks), k->nr);
         blocks = p->batches * ceil_div(p->m, plan->mc) * ceil_div(p->n, plan->nc);
     }
-    if (blocks < wanted) {
-        const ptrdiff_t m_blocks = min_size(ceil_div(p->m, k->mr), ceil_div(wanted, p->batches * ceil_div(p->n, plan->nc)));
-        plan->mc = round_up(ceil_div(p->m, m_blocks), k->mr);
+    /* then rows: every row block reads all of its B block again, from L2 while that fits, else once per
+     * thread at most */
+    const ptrdiff_t row_blocks = (ptrdiff_t)sizeof(float) * p->k * plan->nc <= L2_B_BYTES ? wanted : threads;
+    if (blocks < row_blocks && !plan->few) {
+        const ptrdiff_t m_blocks = min_size(p->m, ceil_div(row_blocks, p->batches * ceil_div(p->n, plan->nc)));
+        plan->mc = ceil_div(p->m, m_blocks);
+        if (plan->mc > k->mr) plan->mc = plan->mc / k->mr * k->mr;
     }
     plan->m_blocks = ceil_div(p->m, plan->mc);
     plan->n_blocks = ceil_div(p->n, plan->nc);
@@ -336,10 +350,10 @@ int dmlq_sgemm(const dmlq_sgemm_problem *problem, int threads) {
     const int b_row_major = p->type == DMLQ_F32 && p->b_col == 4 && p->b_row % 4 == 0;
     plan.few = k->few_rows && p->m <= k->few_rows_max;
     plan.panel = plan.few ? k->few_columns : k->nr;
-    plan.direct_b = b_row_major && ceil_div(p->m, k->mr) <= DIRECT_B_PANELS;
     plan.plain = plan.direct_out && p->alpha == 1.0f && !p->c &&
                  (p->activation == DMLQ_ACT_NONE || p->activation == DMLQ_ACT_IDENTITY);
     choose_blocks(&plan, threads);
+    plan.direct_b = b_row_major && ceil_div(plan.mc, k->mr) <= DIRECT_B_PANELS;
     if (plan.units < threads) threads = (int)plan.units;
     plan.thread_bytes = thread_layout(&plan, NULL, NULL);
     int kept = 0;

@@ -99,10 +99,6 @@ static void few_rows(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb,
     }
 }
 
-static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
-    dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
-}
-
 /* 8 floats of a float32 or float16 row. */
 static ALWAYS_INLINE __m256 load_8(const char *p, int type) {
     return type == DMLQ_F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
@@ -125,6 +121,24 @@ static ALWAYS_INLINE void transpose_8(__m256 *r) {
         r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
         r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
     }
+}
+
+/* A row-major float32 A: 8 k of each row at a time, transposed (rows beyond `rows` zero); each k's 8
+ * floats are stored whole, the next k's store putting its own first two back, and the k left after the
+ * last whole 8 (one at least) copied one by one, so nothing is written beyond the panel. */
+static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
+    if (type != DMLQ_F32 || a_col != 4) {
+        dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
+        return;
+    }
+    ptrdiff_t p = 0;
+    for (; p + 8 < k; p += 8) {
+        __m256 r[8];
+        for (int j = 0; j < 8; j++) r[j] = j < rows ? _mm256_loadu_ps((const float *)(a + j * a_row) + p) : _mm256_setzero_ps();
+        transpose_8(r);
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p + i) * MR, r[i]);
+    }
+    dmlq_sgemm_pack_a_portable(dst + p * MR, a + p * 4, rows, k - p, a_row, 4, type, MR);
 }
 
 /* op(B) with contiguous k (a TransB B): 8 columns x 8 k at a time, read as rows and transposed; each 8

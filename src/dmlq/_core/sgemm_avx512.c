@@ -101,9 +101,6 @@ static void few_rows(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb,
     switch (rows * 16 + (columns + 15) / 16) { FEW_ROW(1) FEW_ROW(2) FEW_ROW(3) }
 }
 
-static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
-    dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
-}
 
 /* 16 floats of a float32 or float16 row. */
 static ALWAYS_INLINE __m512 load_16(const char *p, int type) {
@@ -135,6 +132,22 @@ static ALWAYS_INLINE void transpose_16(__m512 *r) {
         t[12 + c] = _mm512_shuffle_f32x4(high01, high23, 0xDD);
     }
     for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* A row-major float32 A: 16 k of each row at a time, transposed (rows beyond `rows` zero). */
+static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
+    if (type != DMLQ_F32 || a_col != 4) {
+        dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
+        return;
+    }
+    const ptrdiff_t whole = k / 16 * 16;
+    for (ptrdiff_t p = 0; p < whole; p += 16) {
+        __m512 r[16];
+        for (int j = 0; j < 16; j++) r[j] = j < rows ? _mm512_loadu_ps(a + j * a_row + p * 4) : _mm512_setzero_ps();
+        transpose_16(r);
+        for (int i = 0; i < 16; i++) _mm512_mask_storeu_ps(dst + (p + i) * MR, (1u << MR) - 1, r[i]);
+    }
+    if (whole < k) dmlq_sgemm_pack_a_portable(dst + whole * MR, a + whole * 4, rows, k - whole, a_row, 4, type, MR);
 }
 
 /* op(B) with contiguous k (a TransB B): 16 columns x 16 k at a time, read as rows and transposed; each
