@@ -123,46 +123,6 @@ static ALWAYS_INLINE void transpose_8(__m256 *r) {
     }
 }
 
-/* A row-major float32 A: 8 k of each row at a time, transposed (rows beyond `rows` zero); each k's 8
- * floats are stored whole, the next k's store putting its own first two back, and the k left after the
- * last whole 8 (one at least) copied one by one, so nothing is written beyond the panel. */
-static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
-    if (type != DMLQ_F32 || a_col != 4) {
-        dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
-        return;
-    }
-    ptrdiff_t p = 0;
-    for (; p + 8 < k; p += 8) {
-        __m256 r[8];
-        for (int j = 0; j < 8; j++) r[j] = j < rows ? _mm256_loadu_ps((const float *)(a + j * a_row) + p) : _mm256_setzero_ps();
-        transpose_8(r);
-        for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p + i) * MR, r[i]);
-    }
-    dmlq_sgemm_pack_a_portable(dst + p * MR, a + p * 4, rows, k - p, a_row, 4, type, MR);
-}
-
-/* op(B) with contiguous k (a TransB B): 8 columns x 8 k at a time, read as rows and transposed; each 8
- * columns' rows are read along the whole k first (8 streams, prefetched into L2 ahead). */
-static void pack_b_transposed(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_col,
-                              int type) {
-    const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4, whole = k / 8 * 8;
-    for (int part = 0; part < NR; part += 8) {
-        const int rows = columns - part < 8 ? columns - part : 8;
-        for (ptrdiff_t p = 0; p < whole; p += 8) {
-            __m256 r[8];
-            for (int j = 0; j < 8; j++) {
-                const char *row = b + (part + j) * b_col + p * size;
-                if (j < rows) _mm_prefetch(row + PREFETCH_BYTES, _MM_HINT_T1);
-                r[j] = j < rows ? load_8(row, type) : _mm256_setzero_ps();
-            }
-            if (rows > 0) transpose_8(r);
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p + i) * ldd + part, r[i]);
-        }
-    }
-    if (whole < k)
-        dmlq_sgemm_pack_b_portable(dst + whole * ldd, ldd, b + whole * size, columns, k - whole, size, b_col, type, NR);
-}
-
 /* A float16 op(B) with contiguous columns: each k's row widened 8 at a time (the last 8 through a copy). */
 static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row) {
     for (ptrdiff_t p = 0; p < k; p++, dst += ldd, b += b_row)
@@ -174,15 +134,13 @@ static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns,
         }
 }
 
-static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
-                   ptrdiff_t b_col, int type) {
-    if (b_row == (type == DMLQ_F16 ? 2 : 4))
-        pack_b_transposed(dst, ldd, b, columns, k, b_col, type);
-    else if (type == DMLQ_F16 && b_col == 2)
-        pack_b_halves(dst, ldd, b, columns, k, b_row);
-    else
-        dmlq_sgemm_pack_b_portable(dst, ldd, b, columns, k, b_row, b_col, type, NR);
-}
+#define LANES 8
+#define VECTOR __m256
+#define ZERO _mm256_setzero_ps
+#define LOAD_LANES load_8
+#define STORE _mm256_storeu_ps
+#define TRANSPOSE transpose_8
+#include "sgemm_pack.h"
 
 DMLQ_END_TARGET
 

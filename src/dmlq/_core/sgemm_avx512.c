@@ -134,44 +134,6 @@ static ALWAYS_INLINE void transpose_16(__m512 *r) {
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
-/* A row-major float32 A: 16 k of each row at a time, transposed (rows beyond `rows` zero). */
-static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
-    if (type != DMLQ_F32 || a_col != 4) {
-        dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
-        return;
-    }
-    const ptrdiff_t whole = k / 16 * 16;
-    for (ptrdiff_t p = 0; p < whole; p += 16) {
-        __m512 r[16];
-        for (int j = 0; j < 16; j++) r[j] = j < rows ? _mm512_loadu_ps(a + j * a_row + p * 4) : _mm512_setzero_ps();
-        transpose_16(r);
-        for (int i = 0; i < 16; i++) _mm512_mask_storeu_ps(dst + (p + i) * MR, (1u << MR) - 1, r[i]);
-    }
-    if (whole < k) dmlq_sgemm_pack_a_portable(dst + whole * MR, a + whole * 4, rows, k - whole, a_row, 4, type, MR);
-}
-
-/* op(B) with contiguous k (a TransB B): 16 columns x 16 k at a time, read as rows and transposed; each
- * 16 columns' rows are read along the whole k first (16 streams, prefetched into L2 ahead). */
-static void pack_b_transposed(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_col,
-                              int type) {
-    const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4, whole = k / 16 * 16;
-    for (int half = 0; half < NR; half += 16) {
-        const int rows = columns - half < 16 ? columns - half : 16;
-        for (ptrdiff_t p = 0; p < whole; p += 16) {
-            __m512 r[16];
-            for (int j = 0; j < 16; j++) {
-                const char *row = b + (half + j) * b_col + p * size;
-                if (j < rows) _mm_prefetch(row + PREFETCH_BYTES, _MM_HINT_T1);
-                r[j] = j < rows ? load_16(row, type) : _mm512_setzero_ps();
-            }
-            if (rows > 0) transpose_16(r);
-            for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + (p + i) * ldd + half, r[i]);
-        }
-    }
-    if (whole < k)
-        dmlq_sgemm_pack_b_portable(dst + whole * ldd, ldd, b + whole * size, columns, k - whole, size, b_col, type, NR);
-}
-
 /* A float16 op(B) with contiguous columns: each k's row widened 16 at a time. */
 static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row) {
     for (ptrdiff_t p = 0; p < k; p++, dst += ldd, b += b_row)
@@ -181,15 +143,13 @@ static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns,
         }
 }
 
-static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
-                   ptrdiff_t b_col, int type) {
-    if (b_row == (type == DMLQ_F16 ? 2 : 4))
-        pack_b_transposed(dst, ldd, b, columns, k, b_col, type);
-    else if (type == DMLQ_F16 && b_col == 2)
-        pack_b_halves(dst, ldd, b, columns, k, b_row);
-    else
-        dmlq_sgemm_pack_b_portable(dst, ldd, b, columns, k, b_row, b_col, type, NR);
-}
+#define LANES 16
+#define VECTOR __m512
+#define ZERO _mm512_setzero_ps
+#define LOAD_LANES load_16
+#define STORE _mm512_storeu_ps
+#define TRANSPOSE transpose_16
+#include "sgemm_pack.h"
 
 DMLQ_END_TARGET
 
