@@ -94,6 +94,14 @@ def test_a_few_rows_against_every_width(level, m, trans_b, rng):
         assert np.all(np.isnan(out.base[:, n]))
 
 
+def test_b_read_in_place_with_its_rows_backwards(level, rng):
+    """A row-major B is read where it lies by a few rows (few_rows) and by up to two tiles of rows."""
+    for m in (1, 3, 8, 20):
+        a = rng.standard_normal((m, 300)).astype(np.float32)
+        b = rng.standard_normal((300, 45)).astype(np.float32)[::-1]
+        assert_same(run(a, b, None, np.empty((m, 45), np.float32)), expected(a, b, None, np.float32))
+
+
 def broadcast_c(c_layout: str, rng, shape, dtype):
     batch, (m, n) = shape[:-2], shape[-2:]
     sizes = {"full": shape, "bias": (n,), "rows": (m, 1), "scalar": (), "batch": (m, n)}[c_layout]
@@ -147,10 +155,16 @@ def test_batches_sharing_b_and_batches_of_their_own(level, rng):
 
 
 @pytest.mark.parametrize("where", ["a", "b", "c", "out"])
-def test_strided_operands_and_output(level, where, rng):
+@pytest.mark.parametrize(
+    "step", [(2, 3), (-1, 1), (1, -2)], ids=["spaced", "rows-reversed", "columns-reversed"]
+)
+def test_strided_operands_and_output(level, where, step, rng):
     base = {"a": (30, 40), "b": (40, 50), "c": (30, 50), "out": (30, 50)}
+    rows, columns = step
     spaced = {
-        name: rng.standard_normal((2 * s[0], 3 * s[1])).astype(np.float32)[::2, ::3]
+        name: rng.standard_normal((abs(rows) * s[0], abs(columns) * s[1])).astype(np.float32)[
+            ::rows, ::columns
+        ]
         for name, s in base.items()
     }
     arrays = {name: x if name == where else np.ascontiguousarray(x) for name, x in spaced.items()}
