@@ -171,6 +171,13 @@ static void choose_blocks(sgemm_plan *plan, int threads) {
         plan->mc = ceil_div(p->m, m_blocks);
         if (plan->mc > k->mr) plan->mc = plan->mc / k->mr * k->mr;
     }
+    const ptrdiff_t others = p->batches * ceil_div(p->n, plan->nc), m_blocks = ceil_div(p->m, plan->mc);
+    if (threads > 1 && others * m_blocks < 4 * wanted && others * m_blocks % threads) {
+        /* few units that do not share out evenly: as many rows blocks as make them do, where rows allow */
+        const ptrdiff_t evened = ceil_div(round_up(others * m_blocks, threads), others);
+        const ptrdiff_t mc = round_up(ceil_div(p->m, evened), plan->mc % k->mr ? 1 : k->mr);
+        if (ceil_div(p->m, mc) * others % threads == 0) plan->mc = mc;
+    }
     plan->m_blocks = ceil_div(p->m, plan->mc);
     plan->n_blocks = ceil_div(p->n, plan->nc);
     plan->units = p->batches * plan->m_blocks * plan->n_blocks;
