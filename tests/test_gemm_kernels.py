@@ -238,6 +238,18 @@ def test_each_term_is_rounded_once_from_its_exact_value(level, rng):
     assert np.diagonal(run(a, b, None, np.empty((count, count), np.float32))).tobytes() == want.tobytes()
 
 
+def test_float16_outputs_round_ties_to_even(level):
+    """float32 results that are float16 ties, normal, subnormal and at the overflow threshold, each rounded
+    once (half to even), in tiles of every width: sums of two float16 values, and products of two."""
+    sums = np.float16([[2048, 1], [2048, 3], [-2048, -1], [65504, 16]])
+    products = np.float16([[2.0**-14], [3 * 2.0**-14]])  # times 2**-11: 2**-25 and 3 * 2**-25, ties of 2**-24
+    for n in (1, 17, 40):
+        got = run(sums, np.ones((2, n), np.float16), None, np.empty((4, n), np.float16))
+        assert np.array_equal(got, np.repeat(np.float16([[2048], [2052], [-2048], [np.inf]]), n, axis=1))
+        got = run(products, np.full((1, n), 2.0**-11, np.float16), None, np.empty((2, n), np.float16))
+        assert got.tobytes() == np.repeat(np.float16([[0], [2.0**-23]]), n, axis=1).tobytes()
+
+
 # -- the binding's checks ---------------------------------------------------------------------------------
 
 

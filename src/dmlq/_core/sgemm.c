@@ -85,8 +85,13 @@ static void tile_portable(ptrdiff_t k, const float *a, const float *b, ptrdiff_t
         for (int j = 0; j < PORTABLE_NR; j++) c[r * ldc + j] = acc[r][j];
 }
 
+static void store_halves_portable(uint16_t *dst, const float *src, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) dst[i] = dmlq_float_to_half(src[i]);
+}
+
 const sgemm_kernels dmlq_sgemm_portable = {PORTABLE_MR, PORTABLE_NR, 64, 256, 512, tile_portable, 0,
-                                           pack_a_portable, pack_b_portable, NULL, 0, 0, &dmlq_rows_portable};
+                                           pack_a_portable, pack_b_portable, NULL, 0, 0, store_halves_portable,
+                                           &dmlq_rows_portable};
 
 static const sgemm_kernels *kernels_for_level(void) {
 #if DMLQ_X86
@@ -226,7 +231,9 @@ static void finish_row(const sgemm_plan *plan, float *acc, ptrdiff_t count, ptrd
     }
     if (x == acc) return;
     char *out = p->out + p->out_offsets[batch] + i * p->out_row + j * p->out_col;
-    if (p->type == DMLQ_F16)
+    if (p->type == DMLQ_F16 && p->out_col == 2)
+        plan->kernels->store_halves((uint16_t *)out, x, count);
+    else if (p->type == DMLQ_F16)
         for (ptrdiff_t t = 0; t < count; t++) *(uint16_t *)(out + t * p->out_col) = dmlq_float_to_half(x[t]);
     else
         for (ptrdiff_t t = 0; t < count; t++) *(float *)(out + t * p->out_col) = x[t];

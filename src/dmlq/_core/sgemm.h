@@ -60,6 +60,9 @@ typedef struct {
     void (*few_rows)(ptrdiff_t k, const float *a, const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows,
                      int columns, int load);
     int few_rows_max, few_columns;
+    /* n float32 values rounded to float16, to nearest even, into contiguous halves (which NaN a NaN
+     * becomes is not promised: the GEMM promises none). */
+    void (*store_halves)(uint16_t *dst, const float *src, ptrdiff_t n);
     const dmlq_row_table *rows; /* the level's element-wise rows: the fused activation */
 } sgemm_kernels;
 

@@ -134,6 +134,13 @@ static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns,
         }
 }
 
+static void store_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = dmlq_float_to_half(src[i]);
+}
+
 #define LANES 8
 #define VECTOR __m256
 #define ZERO _mm256_setzero_ps
@@ -145,5 +152,5 @@ static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns,
 DMLQ_END_TARGET
 
 const sgemm_kernels dmlq_sgemm_avx2 = {MR, NR, 24 * MR, 256, 1024, tile, 0, pack_a, pack_b,
-                                       few_rows, FEW_ROWS, 8 * FEW_VECTORS, &dmlq_rows_avx2};
+                                       few_rows, FEW_ROWS, 8 * FEW_VECTORS, store_halves, &dmlq_rows_avx2};
 #endif

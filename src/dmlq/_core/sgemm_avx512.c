@@ -143,6 +143,14 @@ static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns,
         }
 }
 
+static void store_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i += 16) {
+        const __mmask16 real = (__mmask16)(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+        const __m256i halves = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(real, src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(dst + i, real, halves);
+    }
+}
+
 #define LANES 16
 #define VECTOR __m512
 #define ZERO _mm512_setzero_ps
@@ -154,5 +162,5 @@ static void pack_b_halves(float *dst, ptrdiff_t ldd, const char *b, int columns,
 DMLQ_END_TARGET
 
 const sgemm_kernels dmlq_sgemm_avx512 = {MR, NR, 16 * MR, 256, 1024, tile, 1, pack_a, pack_b,
-                                         few_rows, FEW_ROWS, 16 * FEW_VECTORS, &dmlq_rows_avx512};
+                                         few_rows, FEW_ROWS, 16 * FEW_VECTORS, store_halves, &dmlq_rows_avx512};
 #endif

@@ -8,23 +8,24 @@
  * and pack_b_halves, a float16 op(B) with contiguous columns widened into a panel.
  */
 
-/* A row-major float32 A: LANES k of each row at a time, transposed (rows beyond `rows` zero); each k's
+/* A row-major A: LANES k of each row at a time, transposed (rows beyond `rows` zero); each k's
  * LANES floats are stored whole, the next k's store putting its own first ones back, and the k left
  * after the last whole block (one at least) are copied one by one, so nothing is written beyond the
  * panel. */
 static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
-    if (type != DMLQ_F32 || a_col != 4) {
+    const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4;
+    if (a_col != size) {
         dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
         return;
     }
     ptrdiff_t p = 0;
     for (; p + LANES < k; p += LANES) {
         VECTOR r[LANES];
-        for (int j = 0; j < LANES; j++) r[j] = j < rows ? LOAD_LANES(a + j * a_row + p * 4, DMLQ_F32) : ZERO();
+        for (int j = 0; j < LANES; j++) r[j] = j < rows ? LOAD_LANES(a + j * a_row + p * size, type) : ZERO();
         TRANSPOSE(r);
         for (int i = 0; i < LANES; i++) STORE(dst + (p + i) * MR, r[i]);
     }
-    dmlq_sgemm_pack_a_portable(dst + p * MR, a + p * 4, rows, k - p, a_row, 4, type, MR);
+    dmlq_sgemm_pack_a_portable(dst + p * MR, a + p * size, rows, k - p, a_row, size, type, MR);
 }
 
 /* op(B) with contiguous k (a TransB B): LANES columns x LANES k at a time, read as rows and transposed;
