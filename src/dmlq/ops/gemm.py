@@ -119,8 +119,9 @@ class Gemm(OperatorDesc):
         "ARM64 and in the C library's `fmaf`): its kernels give the same bits at every level, blocking and "
         "thread count, and `dmlq.reference.gemm` checks them bit for bit. A sum split along K (BLAS's, whose "
         "order depends on the machine and the thread count) could not be checked so; the price is that no "
-        "kernel vectorises along K, so a few rows of A against a TransB B pack B first. Which NaN a NaN result "
-        "is (its sign and payload) is not promised: CPUs' fused multiply-adds propagate different operands.",
+        "kernel vectorises along K, so a few rows of A against a TransB B pack B first. Which NaN a NaN "
+        "result is (its sign and payload) is not promised: CPUs' fused multiply-adds propagate different "
+        "operands.",
         "**K = 0** cannot be described: every size is at least 1 (onnxruntime's ZeroKWithBias Gemm test "
         "excludes DirectML, `onnxruntime/test/providers/cpu/math/gemm_test.cc`).",
         "**Batches** broadcast only through zero strides, C only through zero strides to the output's sizes"
