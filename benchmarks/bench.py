@@ -1,9 +1,14 @@
 """dmlq's benchmark: dmlq against onnxruntime, NumPy and PyTorch, side by side in one process.
 
-    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--out DIR]
+    python benchmarks/bench.py [--quick] [--sizes full|tiny] [--threads 1,2] [--cases K,...] [--level L]
+                               [--out DIR]
 
 Writes bench.json (raw timings, medians, ratios, targets, versions, CPU), bench.md (the table)
-and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table.
+and bench.png (the ratios) to ``--out`` (default benchmarks/results) and prints the table. The run
+also measures the machine's limits with bare loops (dmlq_bench.ceilings) at each thread count: read,
+write and copy bandwidth over buffers of each element-wise case's size, and the multiply peak of
+dmlq's level; it shows each element-wise contender's GB/s as a fraction of the copy's, each product's
+GOPS as a fraction of the peak.
 The dmlq measured is the one Python imports: this work tree's after ``pip install -e .``.
 """
 
@@ -16,7 +21,6 @@ import os
 import platform
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,10 +29,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from dmlq_bench import cases, data, memory, report  # noqa: E402
-from dmlq_bench.timing import Case, Plan, measure_block  # noqa: E402
+from dmlq_bench import cases, ceilings, data, memory, report  # noqa: E402
+from dmlq_bench.timing import Case, Plan, blas_limit, measure_block  # noqa: E402
 
 import dmlq  # noqa: E402
+from dmlq.kernels import available_levels  # noqa: E402
 
 PLANS = {
     "full": Plan(runs=25, warmups=2, budget=4.0, min_sample=0.02),
@@ -46,6 +51,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE / "results", help="output directory")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even when importable")
     parser.add_argument("--cases", help="comma-separated case keys to run (default: all), e.g. quantize")
+    parser.add_argument("--level", choices=available_levels(),
+                        help="dmlq's kernel level (default: the CPU's highest, %(choices)s)")  # fmt: skip
     args = parser.parse_args(argv)
     args.threads = sorted({int(t) for t in args.threads.split(",")})
     args.cases = set(args.cases.split(",")) if args.cases else None
@@ -69,15 +76,6 @@ def thread_setters(torch_routes: ModuleType | None) -> list[Any]:
     if torch_routes is not None:
         setters.append(torch_routes.set_threads)
     return setters
-
-
-def blas_limit(threads: int) -> Any:
-    """Limit NumPy's BLAS threads for the block (a no-op context when threadpoolctl is absent)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return ExitStack()
-    return threadpool_limits(limits=threads, user_api="blas")
 
 
 def run_cases(all_cases: list[Case], thread_counts: list[int], plan: Plan,
@@ -169,8 +167,47 @@ def measure_memory(elements: int) -> dict[str, dict[str, Any]]:
     return {op: memory.measure(op, elements, pythonpath) for op in cases.ELEMENTWISE}
 
 
+def memory_limits(
+    footprint: int, thread_counts: list[int], plan: Plan
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Read, write and copy bandwidth over ``footprint`` bytes (an element-wise call's operands: the copy
+    from one half to the other) per thread count: ``{"read": {"1": {"bytes_per_second": 7.1e10,
+    "stores": None}, ...}, "write": ...}``, at T threads the best of T or fewer."""
+    buffer_bytes = {"read": footprint, "write": footprint, "copy": footprint // 2}
+    found = {}
+    for kind, size in buffer_bytes.items():
+        rates = {t: ceilings.memory_bandwidth(kind, size, t, plan.min_sample) for t in thread_counts}
+        found[kind] = {t: rate._asdict() for t, rate in ceilings.best_of_fewer_threads(rates).items()}
+    return found
+
+
+def measure_limits(all_cases: list[Case], thread_counts: list[int], plan: Plan) -> dict[str, Any]:
+    """The machine's limits the cases are held against, by bare loops (dmlq_bench.ceilings) whose runs
+    last as long as the plan's samples: the memory bandwidth over each element-wise case's footprint
+    (the bytes one call reads and writes; cases of one footprint share it), and the multiply peak of
+    dmlq's level for the products; where the probes cannot be built, why not."""
+    level = dmlq._core.get_level()
+    peak: dict[str, Any] = {"level": level, "instruction": ceilings.multiply_instruction(level), "gops": {}}
+    limits: dict[str, Any] = {"unavailable": None, "memory": {}, "multiply_peak": peak}
+    footprints = {case.key: int(case.work) for case in all_cases if case.key in cases.ELEMENTWISE}
+    try:
+        measured = {
+            size: memory_limits(size, thread_counts, plan) for size in sorted(set(footprints.values()))
+        }
+        limits["memory"] = {key: measured[size] for key, size in footprints.items()}
+        if any(case.unit == "GOPS" for case in all_cases):
+            rates = {t: ceilings.multiply_peak(level, t, plan.min_sample) for t in thread_counts}
+            peak["gops"] = ceilings.best_of_fewer_threads(rates)
+    except ceilings.CeilingError as error:
+        limits.update(unavailable=str(error), memory={})
+        peak["gops"] = {}
+    return limits
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
+    if args.level:
+        dmlq._core.set_level(args.level)
     mode = "quick" if args.quick else "full"
     plan = PLANS[mode]
     onnx_routes, onnx_missing = optional("onnx_routes")
@@ -191,9 +228,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"dmlq benchmark ({mode}, sizes {args.sizes}, threads {args.threads})", file=sys.stderr)
     print("  memory", file=sys.stderr)  # first: a failing probe stops the run before the long part
     memory_results = measure_memory(data.SIZES[args.sizes].elements)
+    print("  limits", file=sys.stderr)
+    limits = measure_limits(all_cases, args.threads, plan)
     summaries = run_cases(all_cases, args.threads, plan, thread_setters(torch_routes))
     result = {
         "meta": meta(args, mode, plan, onnx_routes, torch_routes, blas_threads),
+        "limits": limits,
         "cases": summaries,
         "ratios": report.ratios(summaries, ["best", *(f"T{t}" for t in args.threads)]),
         "targets": report.targets(summaries, memory_results),

@@ -184,7 +184,8 @@ def dynamic_case(name, shape) -> Case:
     def dmlq(threads):
         def run():
             out = _core.empty(shape, np.dtype(np.uint8))
-            dynamic_quantize_linear(x, out, False)
+            scale, zero_point = np.empty((), np.float32), np.empty((), np.uint8)
+            dynamic_quantize_linear(None, {"input": x}, (out, scale, zero_point), False)
             return out
 
         return dmlq_call(threads, run)

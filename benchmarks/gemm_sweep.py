@@ -116,14 +116,26 @@ class Runner:
         return bench.run_cases([case], self.threads, self.plan, self.setters)[case.key]
 
 
-def measure_limits(args: argparse.Namespace) -> dict[str, Any]:
-    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it)."""
+def measure_limits(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
+    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it), each
+    probe's runs as long as the plan's samples; where the probes cannot be built, why not (the rows
+    are then held against no limit)."""
     instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
-    limits: dict[str, Any] = {"bandwidth": {}, "peak": sweep.peaks(args.levels, args.threads),
-                              "peak_instruction": instructions}  # fmt: skip
-    if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
-        for k, n in args.shapes:
-            limits["bandwidth"][f"{k}x{n}"] = {"bytes_per_second": sweep.read_bandwidths(k, n, args.threads)}
+    limits: dict[str, Any] = {
+        "unavailable": None,
+        "bandwidth": {},
+        "peak": {},
+        "peak_instruction": instructions,
+    }
+    try:
+        limits["peak"] = sweep.peaks(args.levels, args.threads, plan.min_sample)
+        if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
+            for k, n in args.shapes:
+                limits["bandwidth"][f"{k}x{n}"] = {
+                    "bytes_per_second": sweep.read_bandwidths(k, n, args.threads, plan.min_sample)
+                }
+    except ceilings.CeilingError as error:
+        limits.update(unavailable=str(error), bandwidth={}, peak={})
     return limits
 
 
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_before = time.perf_counter(), os.getloadavg()
     result = {"meta": meta(args, plan, peers)}
     try:
-        result["limits"] = measure_limits(args)
+        result["limits"] = measure_limits(args, plan)
         result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
     finally:
         _core.set_level(_core.detected_level())

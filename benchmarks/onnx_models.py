@@ -10,14 +10,24 @@ the LayerNormalization bias's DequantizeLinear-17 (``DmlOperatorElementwiseQLine
 QOperator per tensor), the 1024-wide MLP (3 layers, batch 64; QDQ per channel and QOperator per
 tensor) and a CNN on 64 x 64 images (batch 8; QDQ per channel and QOperator per tensor), each also
 at batch 1. Per model and thread count the contenders take turns: ``--rounds`` rounds of
-``--repeats`` runs each (after a warm-up); a figure is the median over the rounds of each round's
-median, so that the machine's load falls on both sides alike. The table gives the best thread
-count of each side against the other's best, the ratio (targets: at most 1.0, at batch 1 at most
-2.0), and where dmlq's time goes: dmlq's kernels (``CompiledOperator.run_arrays``), the binding
-of their buffers (the rest of ``CompiledOperator.execute``), onnxruntime's sessions for the other
-nodes (``InferenceSession.run``: the floor dmlq cannot go under while those nodes are
-onnxruntime's) and the runner's bookkeeping (the rest of ``dmlq.onnx.run``: inputs checked, operands
-and outputs handed from step to step).
+``--repeats`` runs each (after warm-up runs, the first of which plans the model's runs: see
+``dmlq.onnx.plans``); a figure is the median over the rounds of each round's median, so that the
+machine's load falls on both sides alike. Per model, the table gives each thread count's times and
+ratio, then the best thread count of each side against the other's best (targets: at most 1.0, at
+batch 1 at most 2.0), and where dmlq's time goes: dmlq's kernels (``CompiledOperator.run_arrays``),
+the binding of their buffers (``CompiledOperator.bind``: a planned run binds only the model's inputs
+and outputs), onnxruntime's sessions for the other nodes (``InferenceSession.run`` and
+``run_with_iobinding``) and the runner's bookkeeping (the rest of ``dmlq.onnx.run``: inputs
+checked, the plan's calls made; the timer's own cost per timed call taken out). "floor" is
+(kernels + other nodes) / onnxruntime: the ratio with no binding and no bookkeeping at all, below
+which only faster kernels, or onnxruntime's other nodes, go.
+
+dmlq's float GEMM (the QDQ CNN's dequantized classifier, say) is NumPy's BLAS, whose threads are
+BLAS's own, not ``dmlq.set_num_threads``'s: each thread count's block limits them to that count
+through threadpoolctl (the ``bench`` extra) as onnxruntime's session is limited; the header says
+whether the limit applied. Where OpenBLAS runs two threads on a busy 2-core machine, its second
+thread can wait for a core: the CNN's 1 x 16384 x 40 GEMM then takes 8 ms instead of 0.02 ms, and
+the table shows it as it is.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
+from dmlq_bench.timing import blas_limit
 
 import dmlq
 import dmlq.onnx as dx
@@ -45,7 +56,7 @@ _SPEC = importlib.util.spec_from_file_location(
 make_models = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(make_models)
 
-PARTS = ("operators", "kernels", "other nodes")
+PARTS = ("kernels", "binding", "other nodes", "bookkeeping")
 NOT_LAYER_NORM = ["MatMul", "Add", "Mul", "Conv", "Gemm", "MaxPool", "Relu", "Transpose", "Softmax", "Erf"]
 
 
@@ -87,25 +98,33 @@ def median_seconds(call: Callable[[], object], repeats: int) -> float:
 
 
 class PartTimer:
-    """Seconds spent in dmlq's operators (their kernels among them) and in onnxruntime's sessions while
+    """Seconds spent in dmlq's kernels, in binding their buffers and in onnxruntime's sessions while
     it is installed."""
+
+    TIMED = {
+        (CompiledOperator, "run_arrays"): "kernels",
+        (CompiledOperator, "bind"): "binding",
+        (onnxruntime.InferenceSession, "run"): "other nodes",
+        (onnxruntime.InferenceSession, "run_with_iobinding"): "other nodes",
+    }
 
     def __init__(self) -> None:
         self.spent = dict.fromkeys(PARTS, 0.0)
-        self._originals = {
-            (CompiledOperator, "execute"): ("operators", CompiledOperator.execute),
-            (CompiledOperator, "run_arrays"): ("kernels", CompiledOperator.run_arrays),
-            (onnxruntime.InferenceSession, "run"): ("other nodes", onnxruntime.InferenceSession.run),
-        }
+        self.calls = 0
+        self._own: dict[tuple[type, str], object] = {}
 
     def __enter__(self) -> PartTimer:
-        for (owner, name), (part, method) in self._originals.items():
-            setattr(owner, name, self._timed(part, method))
+        for (owner, name), part in self.TIMED.items():
+            self._own[owner, name] = owner.__dict__.get(name)
+            setattr(owner, name, self._timed(part, getattr(owner, name)))
         return self
 
     def __exit__(self, *exception) -> None:
-        for (owner, name), (_, method) in self._originals.items():
-            setattr(owner, name, method)
+        for (owner, name), method in self._own.items():
+            if method is None:  # inherited: the base class's again
+                delattr(owner, name)
+            else:
+                setattr(owner, name, method)
 
     def _timed(self, part: str, method):
         def call(*args, **kwargs):
@@ -114,27 +133,35 @@ class PartTimer:
                 return method(*args, **kwargs)
             finally:
                 self.spent[part] += time.perf_counter() - start
+                self.calls += 1
 
         return call
 
+    @classmethod
+    def cost(cls, calls: int = 20000) -> float:
+        """Seconds a timed call adds outside what it times (which a run's bookkeeping would hold)."""
+        timer = cls()
+        timed = timer._timed("kernels", lambda: None)
+        start = time.perf_counter()
+        for _ in range(calls):
+            timed()
+        return (time.perf_counter() - start - timer.spent["kernels"]) / calls
 
-def parts_of_a_run(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) -> dict[str, float]:
-    """Median seconds per dmlq run in its kernels, in binding their buffers, in the other nodes'
-    sessions, and in the runner's bookkeeping."""
+
+def parts_of_runs(model: dx.Model, feeds: dict[str, np.ndarray], repeats: int) -> list[dict[str, float]]:
+    """Per dmlq run, seconds in its kernels, in binding their buffers, in the other nodes' sessions,
+    and in the runner's bookkeeping."""
     samples = []
-    for _ in range(repeats):
-        with PartTimer() as timer:
+    cost = PartTimer.cost()
+    with PartTimer() as timer:  # installed once: installing it costs the next calls their method caches
+        for _ in range(repeats):
+            timer.spent, timer.calls = dict.fromkeys(PARTS, 0.0), 0
             start = time.perf_counter()
             dx.run(model, feeds)
             total = time.perf_counter() - start
-        spent = timer.spent
-        samples.append({
-            "kernels": spent["kernels"],
-            "binding": spent["operators"] - spent["kernels"],
-            "other nodes": spent["other nodes"],
-            "bookkeeping": total - spent["operators"] - spent["other nodes"],
-        })  # fmt: skip
-    return {part: statistics.median(sample[part] for sample in samples) for part in samples[0]}
+            timer.spent["bookkeeping"] = total - sum(timer.spent.values()) - timer.calls * cost
+            samples.append(timer.spent)
+    return samples
 
 
 def cpu_session(proto, threads: int) -> onnxruntime.InferenceSession:
@@ -147,58 +174,76 @@ def cpu_session(proto, threads: int) -> onnxruntime.InferenceSession:
     )
 
 
-def measure(proto, threads: list[int], rounds: int, repeats: int) -> dict[str, object]:
+def measure(proto, threads: list[int], rounds: int, repeats: int) -> dict[int, dict[str, object]]:
+    """Per thread count: each side's seconds per run, and the parts of dmlq's."""
     loaded = dx.load(proto)
     feeds = random_inputs(loaded, 0, loaded.input_names)
-    best: dict[str, tuple[float, int]] = {}
-    parts = {}
+    found = {}
     for count in threads:
-        dmlq.set_num_threads(count)
-        session = cpu_session(proto, count)
-        calls = {"dmlq": partial(dx.run, loaded, feeds), "onnxruntime": partial(session.run, None, feeds)}
-        for call in calls.values():
-            call()
-        medians = {name: [] for name in calls}
-        for _ in range(rounds):
-            for name, call in calls.items():
-                medians[name].append(median_seconds(call, repeats))
-        for name, values in medians.items():
-            seconds = statistics.median(values)
-            if name not in best or seconds < best[name][0]:
-                best[name] = (seconds, count)
-                if name == "dmlq":
-                    parts = parts_of_a_run(loaded, feeds, repeats)
-    return {"best": best, "parts": parts}
+        with blas_limit(count):
+            found[count] = measure_threads(loaded, feeds, proto, count, rounds, repeats)
+    return found
+
+
+def measure_threads(
+    loaded: dx.Model, feeds, proto, count: int, rounds: int, repeats: int
+) -> dict[str, object]:
+    """Each side's seconds per run at ``count`` threads, and the parts of dmlq's."""
+    dmlq.set_num_threads(count)
+    session = cpu_session(proto, count)
+    calls = {"dmlq": partial(dx.run, loaded, feeds), "onnxruntime": partial(session.run, None, feeds)}
+    for call in calls.values():
+        call(), call()
+    medians = {name: [] for name in calls}
+    parts = []
+    for _ in range(rounds):  # the parts' runs take their turn too, timed apart (the timer costs)
+        for name, call in calls.items():
+            medians[name].append(median_seconds(call, repeats))
+        parts += parts_of_runs(loaded, feeds, repeats)
+    found: dict[str, object] = {name: statistics.median(values) for name, values in medians.items()}
+    found["parts"] = {part: statistics.median(sample[part] for sample in parts) for part in PARTS}
+    return found
+
+
+def rows(name: str, found: dict[int, dict[str, object]]) -> list[str]:
+    """The model's rows: each thread count, then the best of each side against the other's best."""
+    lines = []
+    for count, measured in found.items():
+        ours, theirs, parts = measured["dmlq"], measured["onnxruntime"], measured["parts"]
+        shown = " / ".join(f"{seconds * 1e3:.3f}" for seconds in parts.values())
+        floor = (parts["kernels"] + parts["other nodes"]) / theirs
+        lines.append(f"| {name} | {count} | {ours * 1e3:.3f} ms | {theirs * 1e3:.3f} ms "
+                     f"| {ours / theirs:.2f}x | {shown} ms | {floor:.2f}x |")  # fmt: skip
+    ours_threads = min(found, key=lambda count: found[count]["dmlq"])
+    theirs_threads = min(found, key=lambda count: found[count]["onnxruntime"])
+    ours, theirs = found[ours_threads]["dmlq"], found[theirs_threads]["onnxruntime"]
+    lines.append(f"| {name} | best | {ours * 1e3:.3f} ms ({ours_threads}) | {theirs * 1e3:.3f} ms "
+                 f"({theirs_threads}) | **{ours / theirs:.2f}x** | | |")  # fmt: skip
+    return lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=10, help="runs per round")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--models", nargs="+", default=["bert", "mlp", "cnn"], choices=["bert", "mlp", "cnn"])
     args = parser.parse_args()
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice on pre-processing
-    print(f"threads {args.threads}; interleaved, median of {args.rounds} rounds of {args.repeats} runs")
-    print(
-        "| model | dmlq.onnx.run (threads) | onnxruntime CPU (threads) | ratio "
-        "| dmlq: kernels / binding / other nodes / bookkeeping |"
+    blas = (
+        "limited to each count"
+        if importlib.util.find_spec("threadpoolctl")
+        else "BLAS's own (no threadpoolctl)"
     )
-    print("|---|---|---|---|---|")
+    print(f"threads {args.threads} (NumPy's BLAS threads: {blas}); interleaved, "
+          f"median of {args.rounds} rounds of {args.repeats} runs")  # fmt: skip
+    print("| model | threads | dmlq.onnx.run | onnxruntime CPU | ratio "
+          "| dmlq: kernels / binding / other nodes / bookkeeping | floor |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     previous = dmlq.get_num_threads()
     try:
         for name, proto in models(args.models).items():
-            found = measure(proto, args.threads, args.rounds, args.repeats)
-            (ours, ours_threads), (theirs, theirs_threads) = (
-                found["best"]["dmlq"],
-                found["best"]["onnxruntime"],
-            )
-            shown = " / ".join(f"{seconds * 1e3:.2f}" for seconds in found["parts"].values())
-            print(
-                f"| {name} | {ours * 1e3:.2f} ms ({ours_threads}) | {theirs * 1e3:.2f} ms ({theirs_threads}) "
-                f"| {ours / theirs:.2f}x | {shown} ms |",
-                flush=True,
-            )
+            print("\n".join(rows(name, measure(proto, args.threads, args.rounds, args.repeats))), flush=True)
     finally:
         dmlq.set_num_threads(previous)
 

@@ -3,6 +3,7 @@ independent oracles (one-node ONNX models run by onnx.reference and by onnxrunti
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 
@@ -10,7 +11,7 @@ import numpy as np
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from dmlq import DataType, Device, TensorDesc
+from dmlq import DataType, Device, TensorDesc, TensorFlags
 from dmlq.reference.windows import output_size
 
 BYTE_TYPES = ("uint8", "int8")
@@ -30,6 +31,23 @@ def execute(desc, inputs: Sequence[np.ndarray | None], device: Device | None = N
                for f in desc.output_fields()]  # fmt: skip
     operator.execute([None if a is None else np.ascontiguousarray(a) for a in inputs], outputs)
     return outputs
+
+
+def execute_owned(desc, inputs: Sequence[np.ndarray | None], owned: str):
+    """``desc`` with input ``owned`` flagged OWNED_BY_DML: bound by ``initialize`` from a copy that is then
+    overwritten (the operator keeps its own), executed on the other inputs. The outputs and the operator."""
+    tensor = getattr(desc, owned)
+    desc = dataclasses.replace(desc, **{owned: dataclasses.replace(tensor, flags=TensorFlags.OWNED_BY_DML)})
+    operator = Device().compile_operator(desc)
+    index = [name for name, _ in desc.input_tensors()].index(owned)
+    bound = np.array(inputs[index])
+    operator.initialize([bound if i == index else None for i in range(len(inputs))])
+    bound[...] = 0
+    outputs = [np.zeros(getattr(desc, f.name).sizes, getattr(desc, f.name).data_type.dtype)
+               for f in desc.output_fields()]  # fmt: skip
+    given = [None if i == index or a is None else np.ascontiguousarray(a) for i, a in enumerate(inputs)]
+    operator.execute(given, outputs)
+    return outputs, operator
 
 
 def random_bytes(rng: np.random.Generator, dtype: str, shape) -> np.ndarray:

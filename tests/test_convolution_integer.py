@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dmlq import DataType, Device, DmlError, TensorDesc, ops, reference
+from dmlq.packed import PackedFilter
 from family import (
     GEOMETRIES,
     INT32,
@@ -14,6 +15,7 @@ from family import (
     attributes,
     convolution_sums,
     execute,
+    execute_owned,
     node_model,
     onnx_convolution_attributes,
     onnx_reference,
@@ -24,16 +26,21 @@ from family import (
 )
 
 
-def convolution(x, x_zero_point, w, w_zero_point, **given) -> np.ndarray:
-    """dmlq's compiled operator on packed buffers (zero points: scalars or per-channel vectors)."""
+def convolution_desc(x, x_zero_point, w, w_zero_point, **given) -> ops.ConvolutionInteger:
+    """The description of packed buffers (zero points: scalars or per-channel vectors)."""
     attrs = attributes(given)
     ones = [1] * x.ndim
     filter_zero_point_sizes = None if w_zero_point is None else [1, w_zero_point.size, *ones[2:]]
-    desc = ops.ConvolutionInteger(
+    return ops.ConvolutionInteger(
         input=tensor_of(x), input_zero_point=tensor_of(x_zero_point, ones), filter=tensor_of(w),
         filter_zero_point=tensor_of(w_zero_point, filter_zero_point_sizes),
         output=TensorDesc(DataType.INT32, output_sizes(x.shape, w.shape, attrs)), **attrs,
     )  # fmt: skip
+
+
+def convolution(x, x_zero_point, w, w_zero_point, **given) -> np.ndarray:
+    """dmlq's compiled operator on packed buffers (zero points: scalars or per-channel vectors)."""
+    desc = convolution_desc(x, x_zero_point, w, w_zero_point, **given)
     return execute(desc, [x, x_zero_point, w, w_zero_point])[0]
 
 
@@ -93,6 +100,17 @@ def test_equals_python_int_loops(geometry, rng):
     x4, w4 = (x, w) if x.ndim == 4 else (x[:, :, None], w[:, :, None])  # the reference takes H explicitly
     direct = reference.convolution_integer(x4, xz, w4, wz, **attributes(given))
     assert np.array_equal(direct.reshape(-1), loops(x, xz, w, wz, **given).reshape(-1))
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+@pytest.mark.parametrize("zero_points", ["none", "per-tensor", "per-channel"])
+def test_an_owned_filter_is_packed_once_and_gives_the_same_bits(geometry, zero_points, level, rng):
+    """An OWNED_BY_DML filter is kept packed (PackedFilter), at every CPU level, with the same bits."""
+    x, xz, w, wz, given = operands(rng, geometry, "uint8", "int8", zero_points)
+    desc = convolution_desc(x, xz, w, wz, **given)
+    [got], operator = execute_owned(desc, [x, xz, w, wz], "filter")
+    assert isinstance(operator._owned["filter"], PackedFilter)
+    assert np.array_equal(got, loops(x, xz, w, wz, **given))
 
 
 def test_extreme_sums_wrap_in_32_bits_like_onnx():

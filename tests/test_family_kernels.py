@@ -302,6 +302,93 @@ def convolve(
     return out, sums
 
 
+# Larger geometries for the VNNI kernels' tiles (8 output channels by 48 positions over rows of the
+# padded width), K in chunks, bands of rows on the threads, both phases of a stride of 2 in one pass,
+# the depthwise kernel's 64 outputs a pass and its groups of 4 taps. x shape, w shape, strides,
+# dilations, start padding, end padding, groups.
+WIDE_GEOMETRIES = [
+    ((2, 20, 23, 61), (20, 20, 3, 3), (1, 1), (1, 1), (1, 2), (2, 0), 1),  # 20 channels: a partial panel
+    ((1, 80, 9, 13), (12, 80, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),  # K in chunks
+    ((1, 14, 30, 31), (10, 7, 3, 3), (2, 2), (1, 1), (1, 1), (0, 1), 2),  # stride 2 both phases, groups
+    ((2, 12, 25, 27), (16, 12, 3, 2), (3, 2), (2, 3), (3, 0), (1, 4), 1),  # strides 3 and 2, dilations
+    ((2, 24, 17, 19), (10, 24, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),  # 1 x 1: rows as one run
+    ((1, 24, 19, 21), (10, 24, 1, 1), (2, 2), (1, 1), (0, 0), (0, 0), 1),  # 1 x 1, stride 2: one phase
+    ((1, 8, 9, 70), (4, 8, 1, 3), (2, 1), (1, 1), (0, 1), (1, 2), 1),  # a 1 x 3 kernel: odd rows unread
+    ((1, 6, 11, 66), (5, 6, 3, 2), (2, 1), (2, 1), (2, 3), (1, 1), 1),  # dilated rows: odd rows unread
+    ((2, 6, 21, 70), (6, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 6),  # depthwise, 70 wide
+    ((1, 4, 19, 131), (8, 1, 5, 7), (2, 2), (1, 2), (2, 3), (4, 1), 4),  # depthwise x2, 2 groups of taps
+    ((1, 3, 12, 50), (3, 1, 3, 3), (1, 3), (2, 2), (0, 5), (3, 0), 3),  # depthwise, stride 3 dilation 2
+]
+
+
+@pytest.mark.parametrize("geometry", WIDE_GEOMETRIES)
+@pytest.mark.parametrize("types", [(np.uint8, np.int8, np.uint8), (np.int8, np.uint8, np.int8)])
+def test_convolution_wide_geometries(level, rng, threads, geometry, types):
+    x_type, w_type, y_type = types
+    x, w = random_bytes(rng, geometry[0], x_type), random_bytes(rng, geometry[1], w_type)
+    m = geometry[1][0]
+    x_zero, y_zero = random_bytes(rng, (), x_type), random_bytes(rng, (), y_type)
+    w_zero = random_bytes(rng, m, w_type)
+    w_zero[::2] = 0 if w_type == np.int8 else 128  # w_zp' of 0 for half the channels, not 0 for the others
+    out, sums = convolve(x, x_zero, w, w_zero, geometry, np.int32)
+    np.testing.assert_array_equal(out, wrapped(sums))
+    w_scale = (rng.random(m) * 0.002 + 0.0005).astype(np.float32)
+    bias = rng.integers(-30_000, 30_000, m).astype(np.int32)
+    x_scale, y_scale = array(0.05, np.float32), array(0.37, np.float32)
+    out, sums = convolve(x, x_zero, w, w_zero, geometry, y_type, x_scale, w_scale, bias, y_scale, y_zero)
+    scale = np.float64(x_scale) * per_channel(w_scale.astype(np.float64), x.ndim)
+    expected = requantized(sums + per_channel(bias, x.ndim), scale, y_scale, y_zero, y_type)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_convolution_layouts_of_the_vnni_kernels(level, rng):
+    """x with spaced columns and an out whose positions are spaced, into the implicit multiply and the
+    depthwise kernel (their scalar plane fill and stores), and a single output position."""
+    for geometry in (WIDE_GEOMETRIES[0], WIDE_GEOMETRIES[6]):
+        x = random_bytes(rng, geometry[0], np.uint8)
+        w = random_bytes(rng, geometry[1], np.int8)
+        sums = convolution_sums(x, 3, w, 0, *geometry[2:])
+        spaced = np.zeros((*x.shape[:3], 2 * x.shape[3]), np.uint8)
+        spaced[..., ::2] = x
+        holder = np.zeros((*sums.shape[:3], 2 * sums.shape[3]), np.int32)
+        args = (
+            None,
+            array(3, np.uint8),
+            w,
+            None,
+            None,
+            None,
+            None,
+            None,
+            holder[..., ::2],
+            *geometry[2:],
+            False,
+        )
+        _core.convolution(spaced[..., ::2], *args)
+        np.testing.assert_array_equal(holder[..., ::2], wrapped(sums))
+        assert not holder[..., 1::2].any()
+    x, w = random_bytes(rng, (1, 8, 3, 3), np.uint8), random_bytes(rng, (5, 8, 3, 3), np.int8)
+    out, sums = convolve(x, None, w, None, ((1, 8, 3, 3), (5, 8, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+                         np.int32)  # fmt: skip
+    np.testing.assert_array_equal(out, wrapped(sums))
+
+
+def test_convolution_requantization_of_large_values_and_ties(level, rng):
+    """Factors large enough that the float32 estimate exceeds 2**20 (it saturates, its sign right), and
+    power-of-two factors that put many sums on exact ties (rounded half to even)."""
+    geometry = ((1, 64, 12, 50), (16, 64, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    x, w = random_bytes(rng, geometry[0], np.uint8), random_bytes(rng, geometry[1], np.int8)
+    w_scale = np.exp2(-rng.integers(-3, 12, 16)).astype(np.float32)  # 8 down to 2**-11
+    for y_type in (np.uint8, np.int8):
+        zero = array(3, y_type)
+        one = array(1, np.float32)
+        out, sums = convolve(
+            x, array(128, np.uint8), w, None, geometry, y_type, one, w_scale, None, one, zero
+        )
+        expected = requantized(sums, per_channel(w_scale.astype(np.float64), 4), 1, zero, y_type)
+        np.testing.assert_array_equal(out, expected)
+
+
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 @pytest.mark.parametrize(
     "types", [(np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8), (np.int8, np.int8)]
@@ -683,6 +770,47 @@ def test_dynamic_quantize_linear_matches_onnx_reference(level, rng):
         assert got_scale.tobytes() == scale.tobytes() and got_zero == zero_point
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("reciprocal", [False, True])
+@pytest.mark.parametrize("size", [1, 63, 64, 1000, 70_001, 300_003])
+def test_dynamic_quantize_linear_against_the_reference(level, rng, threads, dtype, reciprocal, size):
+    """The compiled quantization (any length, its tail, pieces on the threads) on values made of exact
+    ties, near ties and the range's ends: dmlq.reference's bits, its float32 true division."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    # the range [-8, 127 / 16] makes the scale 1 / 16 exactly: (k + 0.5) / 16 divides to an exact tie
+    x = rng.uniform(-8, 127 / 16, size).astype(np.float32)
+    x[: size // 2] = (rng.integers(-128, 127, size // 2) + 0.5).astype(np.float32) / 16
+    x[:: max(size // 7, 1)] = np.nextafter(x[:: max(size // 7, 1)], np.float32(0))  # just off those ties
+    x[-2:] = [-8, 127 / 16] if size > 2 else x[-2:]
+    out = np.empty(size, dtype)
+    scale, zero_point = dynamic_quantize_linear(x, out, reciprocal)
+    y, expected_scale, expected_zero = reference(x, dtype, reciprocal_division=reciprocal)
+    np.testing.assert_array_equal(out, y)
+    assert scale == expected_scale and zero_point == expected_zero
+
+
+@pytest.mark.parametrize("values", [[1.0, np.nan, -2.0], [np.inf, 1.0], [0.0, 0.0], [1e-40, -1e-39]])
+def test_dynamic_quantize_linear_where_the_compiled_pass_declines(level, values):
+    """NaN, infinities, all-zero and subnormal data take the element-wise quantize: the same bits."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    x = np.float32(values * 50)
+    out = np.empty(x.shape, np.uint8)
+    scale, zero_point, quantized = _core.dynamic_quantization(x, False, out)
+    assert not quantized or np.isfinite(x).all()
+    dynamic_quantize_linear(x, out, False)
+    np.testing.assert_array_equal(out, reference(x, np.uint8)[0])
+
+
+def test_dynamic_quantization_writes_only_layouts_it_takes(level, rng):
+    x = rng.standard_normal((40, 30)).astype(np.float32)
+    for out in (np.zeros((30, 40), np.uint8).T, np.zeros((40, 30), np.int8), np.zeros(7, np.uint8)):
+        assert _core.dynamic_quantization(x, False, out)[2] is False
+        assert not out.any()
+    assert _core.dynamic_quantization(x[:, ::2], False, np.zeros((40, 15), np.uint8))[2] is False
+
+
 def dynamic_parameters(lo: float, hi: float, dtype) -> tuple[np.float32, int]:
     """ONNX's scale and zero point (onnx.reference's DynamicQuantizeLinear) in float32, saturated."""
     info = np.iinfo(dtype)
@@ -713,7 +841,8 @@ def dynamic_parameters(lo: float, hi: float, dtype) -> tuple[np.float32, int]:
 )
 def test_dynamic_quantization_parameters(values, dtype):
     x = np.float32(values)
-    scale, zero = _core.dynamic_quantization(x, dtype == np.int8)
+    scale, zero, quantized = _core.dynamic_quantization(x, dtype == np.int8)
+    assert not quantized  # no out
     expected_scale, expected_zero = dynamic_parameters(x.min(), x.max(), dtype)  # NaN propagates, as NumPy's
     assert np.float32(scale).tobytes() == expected_scale.tobytes() and zero == expected_zero
 

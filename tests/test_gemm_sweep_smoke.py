@@ -132,6 +132,23 @@ def test_table_chart_and_load_are_written(run):
         assert (out / "gemm_sweep.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_where_the_probes_cannot_be_built_no_row_is_held_against_a_limit(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    gemm_sweep = importlib.import_module("gemm_sweep")
+    ceilings, sweep = gemm_sweep.ceilings, gemm_sweep.sweep
+
+    def no_compiler():
+        raise ceilings.CeilingError("cannot run the C compiler 'cc'")
+
+    monkeypatch.setattr(ceilings, "_library", no_compiler)
+    args = gemm_sweep.parse(["--m", "1,12", "--shapes", "67x33", "--levels", "portable"])
+    limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"])
+    assert limits["unavailable"] == "cannot run the C compiler 'cc'"
+    for row in sweep.rows(["u8s8"], ["tensor"], [(67, 33)], [1, 12]):
+        assert sweep.limit(row, "portable", "1", limits) == ("unmeasured", None)
+    assert sweep.limit_lines({"limits": limits}) == ["limits not measured: cannot run the C compiler 'cc'"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [(["--levels", "amx9"], "--levels: unknown amx9"), (["--shapes", "64by64"], "--shapes: expected KxN"),
@@ -143,7 +160,8 @@ def test_a_bad_option_is_one_line_and_exit_2(args, message):
     assert finished.stderr.count("\n") == 1 and message in finished.stderr
 
 
-def test_the_sweep_module_examples(monkeypatch):
+@pytest.mark.parametrize("module", ["dmlq_bench.sweep", "dmlq_bench.ceilings"])
+def test_the_module_examples(monkeypatch, module):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    results = doctest.testmod(importlib.import_module("dmlq_bench.sweep"))
-    assert results.attempted >= 3 and results.failed == 0
+    results = doctest.testmod(importlib.import_module(module))
+    assert results.attempted >= 2 and results.failed == 0

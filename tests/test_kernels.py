@@ -122,6 +122,66 @@ def test_quantize_near_ties(level):
             assert_same(got, want)
 
 
+def misrounded_by_the_reciprocal(rng, scale, size) -> np.ndarray:
+    """Finite values near (k + 0.5) * scale where x * (1 / scale) rounds to the other integer than
+    x / scale, and is not itself a half-integer: a kernel that trusts the product there misrounds."""
+    ties = ((rng.integers(-300, 300, 100 * size) + 0.5) * np.float64(scale)).astype(F32)
+    x = np.nextafter(ties, np.where(rng.random(ties.size) < 0.5, np.inf, -np.inf).astype(F32))
+    product = x * (F32(1) / scale)
+    misrounded = (np.rint(x / scale) != np.rint(product)) & (product % 1 != 0.5)
+    return x[misrounded][:size]
+
+
+@pytest.mark.parametrize("x_offset, out_offset", [(0, 0), (1, 0), (0, 1), (3, 63)])
+def test_quantize_every_length_alignment_and_route(level, x_offset, out_offset):
+    """Lengths 0-199 across the kernels' heads, blocks and tails, misaligned x and out; x plain
+    values with values the reciprocal misrounds mixed in, or adversarial (NaN, infinities, ties,
+    huge); by division, by the estimate that may skip it (scale 0.37: a normal reciprocal) and by
+    reciprocal_division; nothing written past the end."""
+    rng = np.random.default_rng(x_offset * 64 + out_offset)
+    scale, zero = F32(0.37), U8(200)
+    plain = (rng.standard_normal(200 + x_offset) * 30).astype(F32)
+    picked = rng.random(plain.size) < 0.3
+    plain[picked] = misrounded_by_the_reciprocal(rng, scale, picked.sum())
+    adversarial = floats(rng, 200 + x_offset)
+    adversarial[rng.random(adversarial.size) < 0.05] = F32(3e9)
+    for x_all, scale_value, reciprocal in (
+        (plain, scale, False), (adversarial, scale, False), (plain, scale, True), (adversarial, scale, True),
+        (adversarial, F32(1e-45), False),  # no normal reciprocal: no estimate
+    ):  # fmt: skip
+        for n in range(200):
+            x = x_all[x_offset : x_offset + n]
+            for out_type in BYTES:
+                out = np.zeros(out_offset + n + 64, out_type)[out_offset:]
+                inputs = {"input": x, "scale": np.broadcast_to(scale_value, x.shape),
+                          "zero_point": np.broadcast_to(zero.view(out_type), x.shape)}  # fmt: skip
+                kernels.quantize_linear(None, inputs, out[:n], reciprocal)
+                want = reference.quantize_linear(x, inputs["scale"], inputs["zero_point"], out_type,
+                                                 reciprocal_division=reciprocal)  # fmt: skip
+                assert_same(out[:n], want)
+                assert not out[n:].any(), n
+
+
+def test_outputs_large_enough_to_bypass_the_caches(level):
+    """8 MiB outputs and more take stores that bypass the caches (elementwise.c), from an aligned head:
+    quantize, dequantize, and add with relu."""
+    rng = np.random.default_rng(23)
+    n = (8 << 20) + 13
+    x = floats(rng, n + 1)[1:]
+    q = integers(rng, U8, n + 3)[3:]
+    scale, zero = np.broadcast_to(F32(0.37), (n,)), np.broadcast_to(U8(128), (n,))
+    quantized = np.empty(n + 5, U8)[5:]
+    kernels.quantize_linear(None, {"input": x, "scale": scale, "zero_point": zero}, quantized, False)
+    assert_same(quantized, reference.quantize_linear(x, scale, zero, U8))
+    dequantized = np.empty(n + 1, F32)[1:]
+    kernels.dequantize_linear(None, {"input": q, "scale": scale, "zero_point": zero}, dequantized, False)
+    assert_same(dequantized, reference.dequantize_linear(q, scale, zero, F32))
+    relu = ops.ElementWiseAdd1(fused_activation=activations.Relu())
+    added = np.empty(n + 3, F32)[3:]
+    kernels.add(relu, {"a": dequantized, "b": x}, added, False)
+    assert_same(added, reference.add(dequantized, x, F32, relu.fused_activation))
+
+
 def test_quantize_nonfinite_scales(level):
     x = np.float32([0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e38, 2.5])
     for scale_value in (np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45):
@@ -220,6 +280,34 @@ ACTIVATIONS = [
     activations.Shrink(bias=0.1, threshold=0.3),
     activations.Gelu(),
 ]
+
+
+def float_outputs(q, a, b) -> list[tuple[str, object, dict, np.ndarray]]:
+    """(kernel, descriptor, inputs, expected) for dequantize and add, alone and with relu."""
+    scale, zero = np.broadcast_to(F32(0.37), q.shape), np.broadcast_to(I8(-3), q.shape)
+    relu = ops.ElementWiseAdd1(fused_activation=activations.Relu())
+    return [
+        ("dequantize_linear", None, {"input": q, "scale": scale, "zero_point": zero},
+         reference.dequantize_linear(q, scale, zero, F32)),
+        ("add", None, {"a": a, "b": b}, reference.add(a, b, F32, None)),
+        ("add", relu, {"a": a, "b": b}, reference.add(a, b, F32, relu.fused_activation)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("offsets", [(0, 0, 0), (1, 2, 3), (3, 0, 5), (0, 7, 1)], ids=str)
+def test_float_outputs_at_every_length_and_alignment(level, offsets):
+    """Dequantize and add (alone, with relu) at lengths 0-99 across heads, vectors and tails, with the
+    inputs and the float32 output misaligned; nothing written past the end."""
+    rng = np.random.default_rng(sum(offsets))
+    first, second, out_offset = offsets
+    q_all, a_all, b_all = integers(rng, I8, 100 + first), floats(rng, 100 + first), floats(rng, 100 + second)
+    for n in range(100):
+        q, a, b = q_all[first : first + n], a_all[first : first + n], b_all[second : second + n]
+        for kernel, desc, inputs, want in float_outputs(q, a, b):
+            out = np.zeros(out_offset + n + 16, F32)[out_offset:]
+            getattr(kernels, kernel)(desc, inputs, out[:n], False)
+            assert_same(out[:n], want)
+            assert not out[n:].any(), (kernel, n)
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: type(a).__name__)
@@ -625,6 +713,47 @@ def test_matmul_exact_and_near_ties(level, reciprocal):
             "output_zero_point": U8([[100]]),
         }
         check_matmul(views, U8, reciprocal)
+
+
+# (a_scale, b_scale, output_scale, output_zero_point) whose float32 estimate of the quotient falls on the
+# other side of a tie than the reference's for some sum in -8256..8382 whose byte is not saturated
+# (found by a search over random scales): quotients below 128 in magnitude, then between 128 and 250
+ESTIMATE_ON_THE_WRONG_SIDE = (
+    (0.8708854913711548, 0.5457478165626526, 30.060213088989258, 128),
+    (0.6902150511741638, 0.7333105802536011, 32.66273498535156, 128),
+    (0.8774871826171875, 0.7033406496047974, 40.315399169921875, 128),
+    (0.546601414680481, 0.6590254306793213, 21.673826217651367, 128),
+    (0.6728739142417908, 0.7344540953636169, 19.443084716796875, 0),
+    (0.8412182927131653, 0.5419446229934692, 15.856830596923828, 0),
+    (0.865006148815155, 0.7116806507110596, 20.365455627441406, 0),
+)
+
+
+@pytest.mark.parametrize("scales", ESTIMATE_ON_THE_WRONG_SIDE)
+def test_matmul_requantization_where_the_estimate_is_wrong(level, scales):
+    """The kernels' float32 estimate of a quotient is within a few float32 roundings of the
+    reference's and must defer to it near a tie. Sums of every integer in -8256..8382 (127 * x + w
+    over 130 rows and 256 columns: full and partial tiles), under scales where the estimate rounds some
+    of them to the other side of a tie, a hair from it: a margin narrower than the estimate's
+    error gives another byte there."""
+    x, w = np.arange(-64, 66), np.arange(-128, 128)
+    a = np.zeros((x.size, 4), np.int16) + 128
+    a[:, 0] += x
+    a[:, 1] += 1
+    b = np.zeros((4, w.size), np.int16)
+    b[0], b[1] = 127, w
+    a_scale, b_scale, out_scale, out_zero = scales
+    views = {
+        "a": a.astype(U8),
+        "a_scale": F32([[a_scale]]),
+        "a_zero_point": U8([[128]]),
+        "b": b.astype(I8),
+        "b_scale": F32([[b_scale]]),
+        "b_zero_point": None,
+        "output_scale": F32([[out_scale]]),
+        "output_zero_point": U8([[out_zero]]),
+    }
+    check_matmul(views, U8)
 
 
 def test_matmul_nonfinite_scales_and_ties(level):

@@ -118,6 +118,11 @@ def test_every_route_is_accepted_and_agrees_within_known_causes(built, case) -> 
     for difference, name, theirs in zip(report.outputs, loaded.output_names, ort_outputs(proto, feeds)):
         assert difference.differing == np.count_nonzero(ours[name] != theirs)
     assert_steps_match_numpy_layer(loaded, values)  # each mapped step: ONNX's meaning of its operands
+    for _ in range(2):  # the first run plans its signature (dmlq.onnx.plans), the second runs the plan
+        planned = dx.run(loaded, feeds)
+        for name in loaded.output_names:
+            assert planned[name].dtype == ours[name].dtype
+            np.testing.assert_array_equal(planned[name], ours[name])
 
 
 def mapped(built, model: str, route: str) -> collections.Counter:

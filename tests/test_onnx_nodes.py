@@ -16,6 +16,7 @@ import dmlq
 import dmlq.onnx as dx
 import onnx_oracle
 from dmlq import TensorFlags
+from dmlq.onnx import sessions
 from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
 from dmlq.onnx.program import program
 from dmlq.onnx.running import execute
@@ -206,6 +207,40 @@ def test_every_constant_operand_is_owned_by_dml_and_bound_once(rng) -> None:
     execute(loaded, {"x": x, "z": zero_point + U8(1)}, keep=again)  # a fed operand is bound per run
     assert assert_steps_match_numpy_layer(loaded, again) == 1
     assert not np.array_equal(again["y"], values["y"])
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+@pytest.mark.parametrize(
+    "shape, attributes",
+    [
+        ((2, 3, 9, 10), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+        ((1, 4, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 0, 1, 2], "ceil_mode": 1}),
+        ((1, 2, 9, 8), {"kernel_shape": [2, 3], "dilations": [2, 1], "auto_pad": "SAME_UPPER"}),
+        ((2, 3, 11), {"kernel_shape": [3], "strides": [2]}),
+        ((1, 2, 4, 5, 6), {"kernel_shape": [2, 2, 2], "storage_order": 1}),
+    ],
+)
+def test_an_8bit_max_pool_runs_channels_last_with_onnxs_numbers(dtype, shape, attributes, rng) -> None:
+    """An other node: onnxruntime's NhwcMaxPool between Transposes (HandleMaxPool), as inside a whole
+    model; the maxima of the model's own MaxPool."""
+    x = byte_data(rng, dtype, shape)
+    proto = model([helper.make_node("MaxPool", ["x"], ["y"], **attributes)], {"x": x}, {}, ["y"], 13)
+    loaded = dx.load(proto)
+    for _ in range(2):  # step by step, then by the plan
+        np.testing.assert_array_equal(dx.run(loaded, {"x": x})["y"], ort_outputs(proto, {"x": x})[0])
+    made = sessions.sub_model(loaded, list(proto.graph.node), {"x": x.dtype}, ["y"])
+    assert [node.op_type for node in made.graph.node] == ["Transpose", "NhwcMaxPool", "Transpose"]
+
+
+def test_a_max_pool_with_its_indices_runs_as_the_model_has_it(rng) -> None:
+    x = byte_data(rng, U8, (1, 2, 6, 6))
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    proto = model([node], {"x": x}, {}, ["y", "i"], 13)
+    found = dx.run(proto, {"x": x})
+    for name, expected in zip(["y", "i"], ort_outputs(proto, {"x": x})):
+        np.testing.assert_array_equal(found[name], expected)
+    made = sessions.sub_model(dx.load(proto), [node], {"x": x.dtype}, ["y", "i"])
+    assert [node.op_type for node in made.graph.node] == ["MaxPool"]
 
 
 def test_other_nodes_run_at_the_thread_count_dmlq_has_when_it_changes(rng) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dmlq import DataType, Device, DmlError, TensorDesc, ops
+from dmlq.packed import PackedFilter
 from family import (
     GEOMETRIES,
     INT8,
@@ -19,6 +20,7 @@ from family import (
     attributes,
     convolution_sums,
     execute,
+    execute_owned,
     node_model,
     onnx_convolution_attributes,
     onnx_reference,
@@ -31,8 +33,8 @@ from family import (
 F32, I32, U8, I8 = DataType.FLOAT32, DataType.INT32, DataType.UINT8, DataType.INT8
 
 
-def convolution(x, xs, xz, w, ws, wz, bias, ys, yz, out_type: str, device: Device | None = None, **given):
-    """dmlq's compiled operator on packed buffers; per-channel parameters as vectors of M values."""
+def convolution_desc(x, xs, xz, w, ws, wz, bias, ys, yz, out_type: str, **given):
+    """The description of packed buffers; per-channel parameters as vectors of M values."""
     attrs = attributes(given)
     ones = [1] * x.ndim
 
@@ -45,6 +47,12 @@ def convolution(x, xs, xz, w, ws, wz, bias, ys, yz, out_type: str, device: Devic
         bias=per_channel(bias), output_scale=tensor_of(ys, ones), output_zero_point=tensor_of(yz, ones),
         output=TensorDesc(DataType.from_dtype(out_type), output_sizes(x.shape, w.shape, attrs)), **attrs,
     )  # fmt: skip
+    return desc
+
+
+def convolution(x, xs, xz, w, ws, wz, bias, ys, yz, out_type: str, device: Device | None = None, **given):
+    """dmlq's compiled operator on packed buffers; per-channel parameters as vectors of M values."""
+    desc = convolution_desc(x, xs, xz, w, ws, wz, bias, ys, yz, out_type, **given)
     return execute(desc, [x, xs, xz, w, ws, wz, bias, ys, yz], device)[0]
 
 
@@ -148,6 +156,17 @@ def test_equals_exact_rational_requantization(geometry, x_type, w_type, out_type
     assert np.array_equal(got, want)
     info = np.iinfo(out_type)
     assert np.mean((want > info.min) & (want < info.max)) > 0.5  # real values, not a saturated block
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_an_owned_filter_is_packed_once_and_gives_the_same_bits(geometry, level, rng):
+    """An OWNED_BY_DML filter (the ONNX front end's constant filters) is kept packed (PackedFilter), at
+    every CPU level, and the operator computes exactly what it computes from the filter given per call."""
+    args, _, given = operands(rng, geometry, "uint8", "int8", "uint8", per_channel=True)
+    desc = convolution_desc(*args, "uint8", **given)
+    [got], operator = execute_owned(desc, args, "filter")
+    assert isinstance(operator._owned["filter"], PackedFilter)
+    assert np.array_equal(got, execute(desc, args)[0])
 
 
 def test_ties_round_half_to_even_and_reciprocal_division_differs_at_near_ties():

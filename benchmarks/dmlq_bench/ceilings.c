@@ -7,11 +7,13 @@
  *   products each: what the portable kernel compiles to on x86-64); the seconds are the CPU time of
  *   the thread that took longest, so that time other programs take from a core is not counted (the
  *   multipliers are each core's own);
- * - dmlq_probe_read: every thread reads its share of `bytes` bytes (contiguous, a thread's share
- *   after another's) `repeats` times in full cache lines, summing the words so no load is dropped;
- *   nothing is written. A buffer the size of B thus comes from L2, L3 or DRAM as B does. The seconds
- *   are wall time from the start until the last thread is done: caches and memory are shared, and
- *   threads that do not overlap would read faster than they can together.
+ * - dmlq_probe_memory: every thread passes over its share of `bytes` bytes (contiguous, a thread's
+ *   share after another's) `repeats` times in full cache lines: a read sums the words so no load is
+ *   dropped and writes nothing; a write stores a constant; a copy loads `source` and stores `target`.
+ *   Stores are ordinary or non-temporal (`streaming`: past the caches, without first reading the line
+ *   in). A buffer the size of an operand thus comes from L2, L3 or DRAM as the operand does. The
+ *   seconds are wall time from the start until the last thread is done: caches and memory are shared,
+ *   and threads that do not overlap would move bytes faster than they can together.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -23,10 +25,13 @@
 
 enum { MAX_THREADS = 64 };
 
+enum { MULTIPLY = -1, READ, WRITE, COPY }; /* a thread's task: the memory passes are ceilings.py's PASSES */
+
 typedef struct {
-    int kind;
+    int task, kind, streaming; /* kind: the multiply loop (dmlq_probe_multiply) */
     long rounds;
-    const char *buffer;
+    const char *source;
+    char *target;
     size_t bytes;
     int thread, threads;
     int64_t sink;
@@ -133,18 +138,65 @@ __attribute__((target("avx2"))) static int64_t read_ymm(const char *p, size_t by
            _mm256_extract_epi64(s, 3);
 }
 
+/* Whole cache lines stored (bytes: a multiple of 256): loaded from `source`, or a constant where it is
+ * NULL; non-temporal with `streaming`. Inlined with constant arguments: each pass its own loop. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+store_zmm_lines(const char *source, char *target, size_t bytes, const int streaming) {
+    const __m512i fill = _mm512_set1_epi8(0x5A);
+#pragma GCC unroll 4
+    for (size_t i = 0; i < bytes; i += 64) {
+        const __m512i v = source ? _mm512_load_si512((const void *)(source + i)) : fill;
+        if (streaming) _mm512_stream_si512((void *)(target + i), v);
+        else _mm512_store_si512((void *)(target + i), v);
+    }
+}
+
+__attribute__((target("avx512f"))) static void store_zmm(const char *source, char *target, size_t bytes, int streaming) {
+    if (source) streaming ? store_zmm_lines(source, target, bytes, 1) : store_zmm_lines(source, target, bytes, 0);
+    else streaming ? store_zmm_lines(NULL, target, bytes, 1) : store_zmm_lines(NULL, target, bytes, 0);
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void
+store_ymm_lines(const char *source, char *target, size_t bytes, const int streaming) {
+    const __m256i fill = _mm256_set1_epi8(0x5A);
+#pragma GCC unroll 4
+    for (size_t i = 0; i < bytes; i += 32) {
+        const __m256i v = source ? _mm256_load_si256((const __m256i *)(source + i)) : fill;
+        if (streaming) _mm256_stream_si256((__m256i *)(target + i), v);
+        else _mm256_store_si256((__m256i *)(target + i), v);
+    }
+}
+
+__attribute__((target("avx2"))) static void store_ymm(const char *source, char *target, size_t bytes, int streaming) {
+    if (source) streaming ? store_ymm_lines(source, target, bytes, 1) : store_ymm_lines(source, target, bytes, 0);
+    else streaming ? store_ymm_lines(NULL, target, bytes, 1) : store_ymm_lines(NULL, target, bytes, 0);
+}
+
+/* One thread's passes over its share: whole 256-byte steps, so every thread moves aligned lines. */
+static void pass(work *w) {
+    const size_t steps = w->bytes / 256, first = steps * w->thread / w->threads * 256;
+    const size_t length = steps * (w->thread + 1) / w->threads * 256 - first;
+    const int wide = __builtin_cpu_supports("avx512f");
+    const char *source = w->source ? w->source + first : NULL;
+    char *target = w->target ? w->target + first : NULL;
+    for (long r = 0; r < w->rounds; r++) {
+        if (w->task == READ)
+            w->sink += wide ? read_zmm(source, length) : read_ymm(source, length);
+        else if (wide)
+            store_zmm(w->task == COPY ? source : NULL, target, length, w->streaming);
+        else
+            store_ymm(w->task == COPY ? source : NULL, target, length, w->streaming);
+    }
+    if (w->streaming) _mm_sfence(); /* the streamed lines reach memory before the clock stops */
+}
+
 static void *run(void *argument) {
     work *w = argument;
     __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
     while (!__atomic_load_n(&go, __ATOMIC_SEQ_CST)) _mm_pause();
     const double start = now(CLOCK_THREAD_CPUTIME_ID);
-    if (w->buffer) {
-        /* shares of whole 256-byte steps, so every thread reads aligned lines */
-        const size_t steps = w->bytes / 256, first = steps * w->thread / w->threads * 256;
-        const size_t last = steps * (w->thread + 1) / w->threads * 256;
-        const int wide = __builtin_cpu_supports("avx512f");
-        for (long r = 0; r < w->rounds; r++)
-            w->sink += wide ? read_zmm(w->buffer + first, last - first) : read_ymm(w->buffer + first, last - first);
+    if (w->task != MULTIPLY) {
+        pass(w);
     } else {
         _Alignas(64) char operands[STEPS * STEP_BYTES];
         for (size_t i = 0; i < sizeof operands; i++) operands[i] = (char)(i * 37 + w->thread);
@@ -156,12 +208,16 @@ static void *run(void *argument) {
     return NULL;
 }
 
-static double timed(int kind, long rounds, const char *buffer, size_t bytes, int threads) {
+static double timed(work task, int threads) {
     if (threads < 1 || threads > MAX_THREADS) return -1.0;
     work shares[MAX_THREADS];
     pthread_t ids[MAX_THREADS];
     arrived = go = 0;
-    for (int t = 0; t < threads; t++) shares[t] = (work){kind, rounds, buffer, bytes, t, threads, 0};
+    task.threads = threads;
+    for (int t = 0; t < threads; t++) {
+        shares[t] = task;
+        shares[t].thread = t;
+    }
     for (int t = 1; t < threads; t++)
         if (pthread_create(&ids[t], NULL, run, &shares[t])) return -1.0;
     __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
@@ -177,15 +233,22 @@ static double timed(int kind, long rounds, const char *buffer, size_t bytes, int
         cpu_seconds = shares[t].cpu_seconds > cpu_seconds ? shares[t].cpu_seconds : cpu_seconds;
     }
     (void)keep;
-    return buffer ? seconds : cpu_seconds;
+    return task.task == MULTIPLY ? cpu_seconds : seconds;
 }
 
 /* kind: 2 vpdpbusd (zmm), 1 vpmaddwd + vpaddd (ymm), 0 pmaddwd + paddd (xmm). */
-double dmlq_probe_multiply(int kind, long rounds, int threads) { return timed(kind, rounds, NULL, 0, threads); }
+double dmlq_probe_multiply(int kind, long rounds, int threads) {
+    return timed((work){.task = MULTIPLY, .kind = kind, .rounds = rounds}, threads);
+}
 
-/* buffer: 64-byte aligned, bytes a multiple of 256 * threads. */
-double dmlq_probe_read(const char *buffer, size_t bytes, long repeats, int threads) {
-    return timed(0, repeats, buffer, bytes, threads);
+/* task: READ (source), WRITE (target) or COPY (source to target); buffers 64-byte aligned, bytes a
+ * multiple of 256 * threads. -1: the task is unknown or the CPU has no AVX2. */
+double dmlq_probe_memory(int task, int streaming, const char *source, char *target, size_t bytes, long repeats,
+                         int threads) {
+    if (task < READ || task > COPY || !__builtin_cpu_supports("avx2")) return -1.0;
+    return timed((work){.task = task, .streaming = streaming, .rounds = repeats, .source = source, .target = target,
+                        .bytes = bytes},
+                 threads);
 }
 
 #endif

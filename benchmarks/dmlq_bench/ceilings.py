@@ -1,8 +1,8 @@
-"""The machine's own limits, measured by bare loops: a level's multiply peak and the read bandwidth.
+"""The machine's own limits, measured by bare loops: a level's multiply peak and memory bandwidth.
 
 The loops are C (``ceilings.c`` beside this file), built with the C compiler Python was built with
 on first use and loaded with ctypes; they are the benchmark's, not dmlq's. Each figure is the
-best of ``SAMPLES`` runs of at least ``SAMPLE_SECONDS`` each.
+best of ``SAMPLES`` runs of at least ``sample_seconds`` each (``SAMPLE_SECONDS`` unless given).
 
 - ``multiply_peak(level, threads)``: GOPS (2 operations per product, per second of each thread's
   CPU time: another program's turns on a core do not lower it) of the instruction the level's
@@ -11,10 +11,16 @@ best of ``SAMPLES`` runs of at least ``SAMPLE_SECONDS`` each.
   x s8 products), ``vpmaddwd`` + ``vpaddd`` ymm at ``avx2`` and ``avx512`` (16 exact int16 products;
   both levels multiply with the AVX2 kernel), and SSE2 ``pmaddwd`` + ``paddd`` at ``portable`` (what
   its C loop compiles to on x86-64). None at ``amx``: its tdpbusd needs the tile state, not probed.
-- ``read_bandwidth(size, threads)``: bytes per (wall-clock) second at which ``threads`` threads read a
-  buffer of ``size`` bytes, each its own share, again and again (read only: a copy would add its
-  writes).
-  A buffer the size of B comes from L2, L3 or DRAM as B does in a multiply that streams it.
+- ``memory_bandwidth(kind, size, threads)``: bytes per (wall-clock) second that ``threads`` threads
+  move in passes over a buffer of ``size`` bytes, each its own share, again and again: ``read``
+  (loads only), ``write`` (stores only) or ``copy`` (to a second such buffer, counting the bytes read
+  and the bytes written). A buffer the size of an operand comes from L2, L3 or DRAM as the operand
+  does. Writes and copies run with ordinary and with non-temporal stores, and the faster counts (the
+  result names it): past the last-level cache non-temporal stores win, since they skip reading each
+  line in before writing it (dmlq's element-wise kernels stream outputs of 8 MiB and more for that
+  reason); in the caches ordinary stores win by far.
+- ``best_of_fewer_threads(rates)``: a limit at T threads is the best of T threads or fewer (a thread
+  can stay idle).
 
 The loops are x86-64 code: elsewhere, and without a C compiler, the probes raise ``CeilingError``.
 """
@@ -31,6 +37,7 @@ import sysconfig
 import tempfile
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -44,7 +51,9 @@ MULTIPLY_LOOPS = {
     "avx2": (1, 12 * 16, "vpmaddwd + vpaddd ymm"),
     "portable": (0, 12 * 8, "pmaddwd + paddd xmm (SSE2)"),
 }
-READ_STEP = 256  # bytes each thread reads per step of the loop
+PASSES = {"read": 0, "write": 1, "copy": 2}  # the tasks of dmlq_probe_memory in ceilings.c
+STORES = {"ordinary": 0, "non-temporal": 1}
+STEP = 256  # bytes each thread moves per step of a memory pass
 
 
 class CeilingError(RuntimeError):
@@ -61,24 +70,28 @@ def _library() -> ctypes.CDLL:
         compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[:1]
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         command = [*compiler, "-O2", "-shared", "-fPIC", "-pthread", str(SOURCE), "-o", str(partial)]
-        built = subprocess.run(command, capture_output=True, text=True)
+        try:
+            built = subprocess.run(command, capture_output=True, text=True)
+        except OSError as error:
+            raise CeilingError(f"cannot run the C compiler {compiler[0]!r}: {error}") from None
         if built.returncode != 0:
             raise CeilingError(f"building {SOURCE.name} failed: {' '.join(command)}\n{built.stderr}")
         os.replace(partial, path)
     library = ctypes.CDLL(str(path))
     library.dmlq_probe_multiply.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_int]
-    library.dmlq_probe_read.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long, ctypes.c_int]
-    library.dmlq_probe_multiply.restype = library.dmlq_probe_read.restype = ctypes.c_double
+    library.dmlq_probe_memory.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                          ctypes.c_size_t, ctypes.c_long, ctypes.c_int]  # fmt: skip
+    library.dmlq_probe_multiply.restype = library.dmlq_probe_memory.restype = ctypes.c_double
     return library
 
 
-def _best_rate(run, work_per_round: float) -> float:
-    """Work per second: rounds doubled until a run lasts SAMPLE_SECONDS, then the best of SAMPLES runs
+def _best_rate(run, work_per_round: float, sample_seconds: float) -> float:
+    """Work per second: rounds doubled until a run lasts ``sample_seconds``, then the best of SAMPLES runs
     (a limit: on a shared machine other work only slows a run down)."""
     rounds = 1
-    while (seconds := run(rounds)) < SAMPLE_SECONDS:
+    while (seconds := run(rounds)) < sample_seconds:
         if seconds < 0:
-            raise CeilingError("a probe could not start its threads")
+            raise CeilingError("a probe could not run: the memory passes need AVX2, every probe its threads")
         rounds *= 2
     return max(rounds * work_per_round / run(rounds) for _ in range(SAMPLES))
 
@@ -89,23 +102,68 @@ def multiply_instruction(level: str) -> str | None:
     return loop[2] if loop else None
 
 
-def multiply_peak(level: str, threads: int) -> float | None:
+def multiply_peak(level: str, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> float | None:
     """GOPS of ``level``'s multiply instruction on ``threads`` threads (None: no loop for it)."""
     if level not in MULTIPLY_LOOPS:
         return None
     kind, products, _ = MULTIPLY_LOOPS[level]
     library = _library()
     operations = 2.0 * products * threads
-    return _best_rate(lambda rounds: library.dmlq_probe_multiply(kind, rounds, threads), operations) / 1e9
+
+    def run(rounds: int) -> float:
+        return library.dmlq_probe_multiply(kind, rounds, threads)
+
+    return _best_rate(run, operations, sample_seconds) / 1e9
 
 
-def read_bandwidth(size: int, threads: int) -> float:
-    """Bytes per second read by ``threads`` threads sharing a buffer of ``size`` bytes (rounded up)."""
-    step = READ_STEP * threads
-    size = max(step, -(-size // step) * step)
-    memory = np.ones(size + 64, np.uint8)  # written once, so its pages are real
+class Bandwidth(NamedTuple):
+    bytes_per_second: float
+    stores: str | None  # write and copy: "ordinary" or "non-temporal", whichever was faster; read: None
+
+
+def _buffer(size: int) -> np.ndarray:
+    """``size`` bytes aligned to 64, written once so that its pages are real."""
+    memory = np.ones(size + 64, np.uint8)
     start = -memory.ctypes.data % 64
-    buffer = memory[start : start + size]
+    return memory[start : start + size]
+
+
+def memory_bandwidth(kind: str, size: int, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> Bandwidth:
+    """Bytes per second that ``threads`` threads move in ``kind`` passes ("read", "write" or "copy")
+    over a buffer of ``size`` bytes (rounded up to whole steps); a copy counts bytes read and written."""
+    step = STEP * threads
+    size = max(step, -(-size // step) * step)
     library = _library()
-    address = buffer.ctypes.data
-    return _best_rate(lambda repeats: library.dmlq_probe_read(address, size, repeats, threads), float(size))
+    source = None if kind == "write" else _buffer(size)
+    target = None if kind == "read" else _buffer(size)
+    addresses = [None if buffer is None else buffer.ctypes.data for buffer in (source, target)]
+    moved = float(size * (2 if kind == "copy" else 1))
+
+    def rate(streaming: int) -> float:
+        def run(repeats: int) -> float:
+            return library.dmlq_probe_memory(PASSES[kind], streaming, *addresses, size, repeats, threads)
+
+        return _best_rate(run, moved, sample_seconds)
+
+    if kind == "read":
+        return Bandwidth(rate(0), None)
+    return max(Bandwidth(rate(flag), stores) for stores, flag in STORES.items())
+
+
+Rate = TypeVar("Rate", float, Bandwidth)
+
+
+def best_of_fewer_threads(rates: dict[int, Rate | None]) -> dict[str, Rate | None]:
+    """Per thread count, the best rate of that many threads or fewer (a thread can stay idle).
+
+    >>> best_of_fewer_threads({1: 20.0, 2: 15.0})
+    {'1': 20.0, '2': 20.0}
+    >>> best_of_fewer_threads({1: None, 2: None})
+    {'1': None, '2': None}
+    """
+    found, best = {}, None
+    for threads in sorted(rates):
+        rate = rates[threads]
+        best = rate if best is None or (rate is not None and rate > best) else best
+        found[str(threads)] = best
+    return found

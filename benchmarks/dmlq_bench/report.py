@@ -178,6 +178,101 @@ def memory_rows(result: dict[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
 
 
+def _bytes(count: int) -> str:
+    return f"{count / 2**20:.3g} MiB" if count >= 2**20 else f"{count / 2**10:.3g} KiB"
+
+
+def _bandwidth(measured: dict[str, Any]) -> str:
+    stores = f" ({measured['stores']} stores)" if measured["stores"] else ""
+    return f"{measured['bytes_per_second'] / 1e9:.3g} GB/s{stores}"
+
+
+def limit_rows(result: dict[str, Any]) -> list[list[str]]:
+    """The limits measured in the run: per element-wise case, read, write and copy passes over buffers
+    of its footprint; the multiply peak of dmlq's level."""
+    threads, limits = result["meta"]["threads"], result["limits"]
+    rows = []
+    for key, passes in limits["memory"].items():
+        footprint = int(result["cases"][key]["work"])
+        buffers = {"read": _bytes(footprint), "write": _bytes(footprint),
+                   "copy": f"{_bytes(footprint // 2)} to {_bytes(footprint // 2)}"}  # fmt: skip
+        for kind, per_thread in passes.items():
+            rows.append([result["cases"][key]["title"] if kind == "read" else "", f"{kind} {buffers[kind]}",
+                         *(_bandwidth(per_thread[str(t)]) for t in threads)])  # fmt: skip
+    peak = limits["multiply_peak"]
+    if peak["gops"]:
+        loop = f"{peak['instruction']} loop" if peak["instruction"] else "no loop measures it"
+        rows.append([f"multiply peak at {peak['level']}", loop,
+                     *("n/a" if peak["gops"][str(t)] is None else f"{peak['gops'][str(t)]:.4g} GOPS"
+                       for t in threads)])  # fmt: skip
+    return rows
+
+
+def _limit(result: dict[str, Any], key: str, threads: int) -> float | None:
+    """The rate (in the case's unit) a case is held against at ``threads``: a copy of its bytes over
+    buffers of its size for an element-wise case, the multiply peak for a product; None: no limit."""
+    limits = result["limits"]
+    if key in limits["memory"]:
+        return limits["memory"][key]["copy"][str(threads)]["bytes_per_second"] / 1e9
+    if result["cases"][key]["unit"] == "GOPS":
+        return limits["multiply_peak"]["gops"].get(str(threads))
+    return None
+
+
+def against_limit_rows(result: dict[str, Any]) -> list[list[str]]:
+    """Per case with a limit and per contender: its rate at each thread count, and that rate as a
+    fraction of the limit at the same thread count."""
+    threads = result["meta"]["threads"]
+    rows = []
+    for key, summary in result["cases"].items():
+        limits = [_limit(result, key, t) for t in threads]
+        if None in limits:
+            continue
+        for name, contender in summary["contenders"].items():
+            rates = [contender["threads"][str(t)]["rate"] for t in threads]
+            fractions = [
+                f"{rate:.4g} {summary['unit']} ({rate / limit:.0%})" for rate, limit in zip(rates, limits)
+            ]
+            rows.append([summary["title"] if name == DMLQ else "", name, *fractions])
+    return rows
+
+
+def limit_header(result: dict[str, Any]) -> list[str]:
+    return ["limit", "pass", *(f"T{t}" for t in result["meta"]["threads"])]
+
+
+def against_limit_header(result: dict[str, Any]) -> list[str]:
+    return ["case", "contender", *(f"T{t} (of the limit)" for t in result["meta"]["threads"])]
+
+
+LIMITS_TEXT = (
+    "Measured in this run by bare loops in C (dmlq_bench.ceilings), each the best of 7 runs, at each "
+    "thread count the best of that many threads or fewer: per element-wise case, passes over buffers of "
+    "its footprint (the bytes one call reads and writes; the copy from one half to the other, counting "
+    "bytes read and written; writes and copies with ordinary or non-temporal stores, whichever was "
+    "faster), and the multiply peak of dmlq's level (its kernel's instruction in a loop shaped as its "
+    "tile, per second of CPU time)."
+)
+AGAINST_LIMITS_TEXT = (
+    "Each contender at each thread count against the limit at that count: an element-wise case's bytes "
+    "read and written per second as a fraction of the copy's (100 %: as fast as a bare copy of the same "
+    "bytes over buffers of the same size); a product's GOPS as a fraction of the multiply peak (peers "
+    "multiply with their own instructions, which can beat those of dmlq's level). The NumPy one-pass "
+    "rows are the like-for-like peers."
+)
+
+
+def limit_section(result: dict[str, Any], table: Callable[[list[str], list[list[str]]], str],
+                  explained: bool) -> list[str]:  # fmt: skip
+    """The limits and every contender against them (each table after its explanation if ``explained``),
+    ``table`` drawing the tables; where the probes could not be built, why."""
+    if result["limits"]["unavailable"]:
+        return [f"Limits not measured: {result['limits']['unavailable']}"]
+    limits = table(limit_header(result), limit_rows(result))
+    against = table(against_limit_header(result), against_limit_rows(result))
+    return [LIMITS_TEXT, limits, AGAINST_LIMITS_TEXT, against] if explained else [limits, against]
+
+
 MEMORY_HEADER = ["dmlq call", "output bytes", "extra (tracemalloc)", "extra (peak RSS)",
                  "held after free", "target", "verdict"]  # fmt: skip
 CHECK_HEADER = ["case", "contender", "mismatches", "elements", "max |diff|"]
@@ -217,6 +312,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         markdown_table(table_header(result), table_rows(result)),
         "",
+        "## Against the machine's limits",
+        "",
+        *(line for part in limit_section(result, markdown_table, explained=True) for line in (part, "")),
         "## Memory of one dmlq call",
         "",
         "Bytes at the call's peak beyond its output; \"held after free\": what stays resident once the "
@@ -236,6 +334,7 @@ def markdown(result: dict[str, Any]) -> str:
 def console(result: dict[str, Any]) -> str:
     return "\n\n".join([
         text_table(table_header(result), table_rows(result)),
+        *limit_section(result, text_table, explained=False),
         text_table(MEMORY_HEADER, memory_rows(result)),
         text_table(CHECK_HEADER, verification_rows(result)),
         "\n".join(skipped_lines(result) + result["meta"]["notes"]),

@@ -90,36 +90,31 @@ def row_case(row: Row, levels: list[str], rng: np.random.Generator, onnx_routes:
 # -- limits ------------------------------------------------------------------------------------
 
 
-def best_of_fewer_threads(rates: dict[int, float | None]) -> dict[str, float | None]:
-    """Per thread count, the best rate of that many threads or fewer (a thread can stay idle).
-
-    >>> best_of_fewer_threads({1: 20.0, 2: 15.0})
-    {'1': 20.0, '2': 20.0}
-    >>> best_of_fewer_threads({1: None, 2: None})
-    {'1': None, '2': None}
-    """
-    found, best = {}, None
-    for threads in sorted(rates):
-        rate = rates[threads]
-        best = rate if best is None or (rate is not None and rate > best) else best
-        found[str(threads)] = best
-    return found
-
-
-def read_bandwidths(k: int, n: int, thread_counts: list[int]) -> dict[str, float]:
+def read_bandwidths(k: int, n: int, thread_counts: list[int], sample_seconds: float) -> dict[str, float]:
     """Bytes per second at which a K x N byte buffer (B's size) is read, per thread count."""
-    return best_of_fewer_threads({t: ceilings.read_bandwidth(k * n, t) for t in thread_counts})
+    rates = {
+        t: ceilings.memory_bandwidth("read", k * n, t, sample_seconds).bytes_per_second for t in thread_counts
+    }
+    return ceilings.best_of_fewer_threads(rates)
 
 
-def peaks(levels: list[str], thread_counts: list[int]) -> dict[str, dict[str, float | None]]:
+def peaks(
+    levels: list[str], thread_counts: list[int], sample_seconds: float
+) -> dict[str, dict[str, float | None]]:
     """GOPS of each level's multiply instruction, per thread count (None: no loop for the level)."""
-    return {level: best_of_fewer_threads({t: ceilings.multiply_peak(level, t) for t in thread_counts})
-            for level in levels}  # fmt: skip
+    return {
+        level: ceilings.best_of_fewer_threads(
+            {t: ceilings.multiply_peak(level, t, sample_seconds) for t in thread_counts}
+        )
+        for level in levels
+    }
 
 
 def limit(row: Row, level: str, threads: str, limits: dict[str, Any]) -> tuple[str, float | None]:
     """The kind of limit and its GOPS for ``row`` at ``level`` and ``threads``: the lower of the
-    multiply peak and, for M <= 8, reading B once (None: no peak measured and M > 8)."""
+    multiply peak and, for M <= 8, reading B once (None: no peak measured and M > 8, or no probes)."""
+    if limits["unavailable"]:
+        return "unmeasured", None
     peak = limits["peak"][level][threads]
     if row.m > BANDWIDTH_BOUND_M:
         return "peak", peak
@@ -244,6 +239,8 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
 
 def limit_lines(result: dict[str, Any]) -> list[str]:
     limits = result["limits"]
+    if limits["unavailable"]:
+        return [f"limits not measured: {limits['unavailable']}"]
     lines = [f"read bandwidth of a {shape} byte buffer (B's size): "
              + ", ".join(f"T{t} {rate / 1e9:.1f} GB/s" for t, rate in measured["bytes_per_second"].items())
              for shape, measured in limits["bandwidth"].items()]  # fmt: skip

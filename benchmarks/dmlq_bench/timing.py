@@ -6,12 +6,22 @@ import gc
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 Call = Callable[[], Any]
+
+
+def blas_limit(threads: int) -> AbstractContextManager[Any]:
+    """Limit NumPy's BLAS threads for the block (a no-op context when threadpoolctl is absent)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return nullcontext()
+    return threadpool_limits(limits=threads, user_api="blas")
 
 
 @dataclass

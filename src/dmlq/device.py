@@ -11,8 +11,8 @@ from .buffers import Binding, NibbleBinding, binding_of
 from .errors import DmlError
 from .int4 import Nibbles
 from .kernels import KERNELS, Operand, Views
-from .ops import OperatorDesc, QuantizedLinearMatrixMultiply
-from .packed import PackedB
+from .ops import ConvolutionInteger, OperatorDesc, QuantizedLinearConvolution, QuantizedLinearMatrixMultiply
+from .packed import PackedB, PackedFilter
 from .tensor import TensorDesc
 from .types import FeatureLevel, TensorFlags
 
@@ -139,12 +139,15 @@ class CompiledOperator:
         self._owned = {name: self._private_copy(name, view) for name, view in views.items()}
 
     def _private_copy(self, name: str, view: np.ndarray | Nibbles) -> Operand:
-        """The operator's own copy of an OWNED_BY_DML input: the matrix multiply's B packed, others
-        as their distinct elements broadcast (zero strides stay zero, without copies)."""
+        """The operator's own copy of an OWNED_BY_DML input: the matrix multiply's B and the
+        convolutions' filter packed, others as their distinct elements broadcast (zero strides stay
+        zero, without copies)."""
         if isinstance(view, Nibbles):  # 4-bit: its bytes, read through the same strides
             return dataclasses.replace(view, memory=view.memory.copy())
         if name == "b" and isinstance(self._desc, QuantizedLinearMatrixMultiply):
             return PackedB(_without_repeats(view, view.ndim - 2))  # each distinct batch, once
+        if name == "filter" and isinstance(self._desc, (QuantizedLinearConvolution, ConvolutionInteger)):
+            return PackedFilter(view, self._desc.group_count)
         return np.broadcast_to(np.array(_without_repeats(view, view.ndim)), view.shape)
 
     def execute(self, inputs: Sequence[object | None], outputs: Sequence[object]) -> None:

@@ -38,10 +38,11 @@ from .ops import (
     QuantizedLinearMatrixMultiply,
 )
 from .ops.blockwise import scale_only_zero_point
-from .packed import PackedB
+from .packed import PackedB, PackedFilter
 from .types import MatrixTransform
 
-Operand = Any  # per field, what its kernel reads: an ndarray, a 4-bit tensor's Nibbles, a PackedB, or None
+# per field, what its kernel reads: an ndarray, a 4-bit tensor's Nibbles, a PackedB or PackedFilter, or None
+Operand = Any
 Views = Mapping[str, Operand]
 
 
@@ -294,15 +295,20 @@ def _window(desc) -> tuple[object, ...]:
     return desc.strides, desc.dilations, desc.start_padding, desc.end_padding, desc.group_count
 
 
+def _filter(view: np.ndarray | PackedFilter) -> object:
+    """A convolution's filter as the kernels take it: its packing (OWNED_BY_DML), or the view."""
+    return view.for_kernels() if isinstance(view, PackedFilter) else _four_dimensional(view)
+
+
 def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    x, w = _four_dimensional(views["input"]), _filter(views["filter"])
     x_zero_point, w_zero_point = _vector(views["input_zero_point"]), _vector(views["filter_zero_point"])
     arrays = (x, None, x_zero_point, w, None, w_zero_point, None, None, None)
     _call(_core.convolution, arrays, _four_dimensional(out), *_window(desc), False)
 
 
 def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    x, w = _four_dimensional(views["input"]), _four_dimensional(views["filter"])
+    x, w = _four_dimensional(views["input"]), _filter(views["filter"])
     names = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias", "output_scale",
              "output_zero_point")  # fmt: skip
     xs, xz, ws, wz, bias, ys, yz = (_vector(views[name]) for name in names)
@@ -359,13 +365,16 @@ def dynamic_quantize_linear(
     ONNX's definition (onnx.reference's DynamicQuantizeLinear, and onnxruntime's
     ``GetQuantizationParameter``, ``onnxruntime/core/util/qmath.h``@c4780e65), in float32: the range
     widened to include 0, ``scale = (rmax - rmin) / (qmax - qmin)``, the zero point rounded half to
-    even and saturated; one compiled pass for the range and the parameters
-    (``_core.dynamic_quantization``), one for the quantization (float16 data widened exactly first).
+    even and saturated; one compiled call for the range, the parameters and the quantization
+    (``_core.dynamic_quantization``), or where its quantization declines (float16 data, widened
+    exactly first; layouts; NaN), the element-wise quantize.
     """
     y, scale_out, zero_point_out = out
     x = _readable(views["input"].astype(np.float32, copy=False))
-    scale, zero_point = _core.dynamic_quantization(x, y.dtype == np.int8)
+    scale, zero_point, quantized = _core.dynamic_quantization(x, y.dtype == np.int8, y, reciprocal_division)
     scale_out[...], zero_point_out[...] = scale, zero_point
+    if quantized:
+        return
     _call(
         _core.quantize,
         (x, np.array(scale, np.float32), np.array(zero_point, y.dtype)),

@@ -1,4 +1,5 @@
-"""The matrix multiply's B packed once: :class:`PackedMatrix` (made by :func:`dmlq.pack_matrix_multiply_b`).
+"""Weights packed once: the matrix multiply's B (:class:`PackedMatrix`, made by
+:func:`dmlq.pack_matrix_multiply_b`), and a convolution's filter (:class:`PackedFilter`).
 
 Weights that stay the same across many multiplies (a linear layer's B, with its scale and zero
 point) are packed into the compiled kernel's panel layout once, instead of by every call, and
@@ -19,7 +20,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["PackedB", "PackedMatrix"]
+__all__ = ["PackedB", "PackedFilter", "PackedMatrix"]
 
 
 def _private(array: np.ndarray) -> np.ndarray:
@@ -147,3 +148,40 @@ class PackedMatrix:
 
         return (f"PackedMatrix(shape={self.shape}, dtype={self.dtype}, b_scale={kind(self._b_scale)}, "
                 f"b_zero_point={kind(self._b_zero_point)})")  # fmt: skip
+
+
+class PackedFilter:
+    """A convolution's filter ``w`` (``[M, C / group_count, kernel...]``) packed once for the compiled
+    kernels and its group count (``_core.pack_convolution_filter``): what a compiled
+    QUANTIZED_LINEAR_CONVOLUTION or CONVOLUTION_INTEGER keeps of an OWNED_BY_DML filter, so that the
+    ONNX front end's constant filters are packed once, not on every call.
+
+    The packing holds its own copy of ``w`` (later writes to ``w`` change nothing) and serves every CPU
+    level: where the level it was packed at is not the current one, the kernels read that copy. A 1-D
+    convolution's filter ``[M, C / G, W]`` is kept as ``[M, C / G, 1, W]``, the 2-D form the kernels
+    take 1-D convolutions in.
+
+    >>> w = np.int8([[[1, 2, 3]], [[4, 5, 6]]])
+    >>> packed = PackedFilter(w, group_count=1)
+    >>> packed
+    PackedFilter(shape=(2, 1, 3), dtype=int8, group_count=1)
+    >>> out = np.empty((1, 2, 1, 2), np.int32)
+    >>> x, window, no = np.uint8([[[[1, 1, 1, 1]]]]), ([1, 1], [1, 1], [0, 0], [0, 0]), None
+    >>> _core.convolution(x, no, no, packed.for_kernels(), no, no, no, no, no, out, *window, 1, False)
+    >>> out[0, :, 0]
+    array([[ 6,  6],
+           [15, 15]], dtype=int32)
+    """
+
+    def __init__(self, w: np.ndarray, group_count: int) -> None:
+        self.shape: tuple[int, ...] = w.shape
+        self.dtype: np.dtype = w.dtype
+        self.group_count = group_count
+        self._packing = _core.pack_convolution_filter(w[:, :, np.newaxis] if w.ndim == 3 else w, group_count)
+
+    def for_kernels(self) -> object:
+        """The packing, as ``_core.convolution`` takes it for ``w``."""
+        return self._packing
+
+    def __repr__(self) -> str:
+        return f"PackedFilter(shape={self.shape}, dtype={self.dtype}, group_count={self.group_count})"

@@ -123,11 +123,37 @@ typedef struct {
     int (*corrected_qadd_exact)(const dmlq_qadd_params *params);
 } dmlq_row_table;
 
+static inline int dmlq_within(float x, float bound) { return x >= -bound && x <= bound; } /* NaN: 0 */
+
+/* 1 / divisor when it is a normal float (the bound on a product by it that the SIMD kernels rely on),
+ * else 0. */
+static inline float dmlq_normal_inverse(float divisor) {
+    const float inverse = 1.0f / divisor;
+    return !dmlq_within(inverse, 0x1p-126f) && dmlq_within(inverse, 0x1.fffffep127f) ? inverse : 0.0f;
+}
+
+/* The float nearest 1 / divisor - (1.0f / divisor): with 1.0f / divisor, 1 / divisor to about 48 bits
+ * (the double difference is exact: both terms are within a factor 2 of each other). */
+static inline float dmlq_inverse_low(float divisor) {
+    return (float)(1.0 / (double)divisor - (double)(1.0f / divisor));
+}
+
+/* Whether a quantized add's parameters suit the SIMD kernels: scales within 1e30 keep both products
+ * and their sum finite, and a normal 1 / output scale keeps the quotient (or the product by
+ * 1 / output scale) from being NaN; the output zero point within 2**15 - 256 lets the kernels add it
+ * to int16 values with saturation and still clamp as int32 would. */
+static inline int dmlq_qadd_simd_parameters(const dmlq_qadd_params *P) {
+    return dmlq_within(P->a_scale, 1e30f) && dmlq_within(P->b_scale, 1e30f) &&
+           dmlq_normal_inverse(P->out_scale) != 0.0f && dmlq_within(P->out_zero_point, 32512.0f);
+}
+
 /* Whether the quantized add may take the level's verified division-free route for these parameters
- * (never with reciprocal_division, which divides by nothing). Verdicts are cached per parameter set
- * and level; calls of fewer than 65,536 elements use a cached verdict but never verify. Call with the
- * GIL held: it guards the cache. */
+ * (never with reciprocal_division, which divides by nothing). `rows` is the current level's table.
+ * Verdicts are cached per parameter set and level (dmlq_level(), not the table: levels that share a
+ * table verify apart); calls of fewer than 65,536 elements use a cached verdict but never verify.
+ * Call with the GIL held: it guards the cache. */
 int dmlq_qadd_corrected(const dmlq_row_table *rows, const dmlq_qadd_params *params, ptrdiff_t elements);
+void dmlq_qadd_forget_verdicts(void); /* for tests: every parameter set verifies again */
 
 extern const dmlq_row_table dmlq_rows_portable;
 #if DMLQ_X86

@@ -26,18 +26,6 @@ static ptrdiff_t taps_of(const dmlq_conv_problem *p) {
 
 static ptrdiff_t positions_of(const dmlq_conv_problem *p) { return p->out[0] * p->out[1] * p->out[2]; }
 
-int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step) {
-    ptrdiff_t inner = 0;
-    *step = 0;
-    for (int d = count - 1; d >= 0; d--) {
-        if (sizes[d] == 1) continue;
-        if (inner && strides[d] != *step * inner) return 0;
-        if (!inner) *step = strides[d], inner = 1;
-        inner *= sizes[d];
-    }
-    return 1;
-}
-
 /* The step of the spatial dimensions of x or y as one run (the caller checked they are). */
 static ptrdiff_t spatial_step(const ptrdiff_t *strides, const ptrdiff_t *sizes) {
     ptrdiff_t step;
@@ -241,7 +229,7 @@ static int through_multiply(const dmlq_conv_problem *p, int threads) {
  * int64 route below), and wrapping like the int32 output's definition otherwise. The rows are then
  * stored (int32) or requantized by the level's kernels (dmlq_requantizer).
  * At the VNNI level, with a horizontal stride of 1, the plane is instead of byte quads: dword o of a
- * row's quad group g holds the x' bytes (gemm.h: uint8, x xor 0x80 for int8 x) of taps 4g .. 4g + 3 of
+ * row's quad group g holds the x' bytes (gemm_kernels.h: uint8, x xor 0x80 for int8 x) of taps 4g .. 4g + 3 of
  * output column o, and one vpdpbusd against a broadcast dword of 4 w' bytes (int8, w xor 0x80 for uint8
  * w) adds four taps of 16 outputs; padding holds x_zp', and
  *     sum of (x - x_zp)(w - w_zp) = sum x'w' - w_zp' sum x' - x_zp' sum w' + taps x_zp' w_zp'
@@ -568,13 +556,21 @@ static void store_sums(const direct_job *job, ptrdiff_t m, ptrdiff_t rows, int32
     }
     const int32_t bias = p->bias && !job->quads ? p->bias[m] : 0; /* the quads' sums start from it */
     for (ptrdiff_t i = 0; bias && i < rows * stride; i++) acc[i] += bias; /* fits: checked (job->wide) */
+    /* tiles of as many rows as a tile's room holds (the portable requantize copies rows * stride sums
+     * there); rows wider than that room copied out one at a time */
     const dmlq_requantizer *r = &job->requantizer;
-    for (ptrdiff_t first = 0; first < width; first += r->columns) {
-        const ptrdiff_t columns = width - first < r->columns ? width - first : r->columns;
-        const gemm_tile tile = {m * job->block_rows, 0, rows, columns, stride, out + first * y_col, y_row, y_col,
-                                job->zeros, job->zeros, 0};
-        r->requantize(acc + first, &tile, &r->q);
-    }
+    const ptrdiff_t rows_per_tile = stride <= GEMM_MAX_TILE ? GEMM_MAX_TILE / stride : 1;
+    _Alignas(64) int32_t row[GEMM_MAX_TILE];
+    for (ptrdiff_t first = 0; first < width; first += r->columns)
+        for (ptrdiff_t r0 = 0; r0 < rows; r0 += rows_per_tile) {
+            const ptrdiff_t columns = width - first < r->columns ? width - first : r->columns;
+            const ptrdiff_t count = rows - r0 < rows_per_tile ? rows - r0 : rows_per_tile;
+            const int32_t *sums = acc + r0 * stride + first;
+            if (stride > GEMM_MAX_TILE) sums = memcpy(row, sums, sizeof(int32_t) * (size_t)columns);
+            const gemm_tile tile = {m * job->block_rows + r0, 0, count, columns, stride > GEMM_MAX_TILE ? 64 : stride,
+                                    out + r0 * y_row + first * y_col, y_row, y_col, job->zeros, job->zeros, 0};
+            r->requantize(sums, &tile, &r->q);
+        }
 }
 
 /* The scalar route, for requantized sums that may not fit in int32: output row (o0, o1) of channel m. */
@@ -718,8 +714,8 @@ static int directly(const dmlq_conv_problem *p, int threads) {
 
 int dmlq_conv(const dmlq_conv_problem *p, int threads) {
     if (p->batches == 0 || p->out_channels == 0 || positions_of(p) == 0) return 0;
-    if (p->channels == p->groups) return directly(p, threads);
+    if (p->channels == p->groups) return dmlq_conv_depthwise_fits(p) ? dmlq_conv_depthwise(p, threads) : directly(p, threads);
     /* a pointwise convolution's columns are its input: the multiply packs them in one pass */
-    if (!pointwise(p) && dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
+    if (dmlq_conv_implicit_fits(p)) return dmlq_conv_implicit(p, threads);
     return through_multiply(p, threads);
 }

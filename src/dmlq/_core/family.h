@@ -4,12 +4,12 @@
  *   - int32 outputs: the exact sum of (a - za)(b - zb), wrapped to 32 bits (two's complement);
  *   - float outputs: float32((double)acc * ((double)as * (double)bs)), then + bias in float32, then
  *     rounded once to float16 for a float16 output;
- *   - requantized outputs: dmlq_requantize_one(acc + bias) (gemm.h), the bias added exactly.
+ *   - requantized outputs: dmlq_requantize_one(acc + bias) (gemm_kernels.h), the bias added exactly.
  */
 #ifndef DMLQ_FAMILY_H
 #define DMLQ_FAMILY_H
 
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 /* ---- the matrix multiply's other outputs (gemm_epilogue.c) ------------------------------------ */
 
@@ -64,16 +64,16 @@ void dmlq_gemm_workspace_give(void *memory, int kept);
 
 enum { DMLQ_CONV_DIMS = 3 }; /* spatial dimensions, as D, H, W: fewer are given as leading ones */
 
-/* A filter packed for the implicit multiply (conv_implicit.c): A' rows of every group, the taps and
- * channels in (tap, c) order, 4 channels to a group of k (zero beyond Cg), xor 0x80 for int8 w, each
- * group's rows padded to whole panels of the kernel set's MR; and their row sums. */
+/* A filter packed for the implicit multiply (conv_implicit.c): each group's output channels in panels of
+ * 8 (zero rows beyond), per group of 4 k (k = (tap, c), tap-major, channels beyond Cg zero) the panel's
+ * dwords of w' (conv_output.h: w, or w xor 0x80 for uint8 w); and each output channel's sum of w'. */
 typedef struct dmlq_conv_filter {
-    const void *kernels; /* the kernel set it was packed for */
+    int level; /* the level it was packed for */
     ptrdiff_t out_channels, channels, groups, kernel[DMLQ_CONV_DIMS]; /* channels: per group */
     int w_signed;
-    ptrdiff_t m_panels, lda; /* per group; bytes from one row to the next */
-    uint8_t *a;
-    int32_t *row_sums;       /* [out_channels] */
+    ptrdiff_t m_panels, k_groups; /* per group */
+    int32_t *a;
+    int32_t *weight_sums;         /* [out_channels] */
 } dmlq_conv_filter;
 
 /* A forward convolution (cross-correlation) of NC[D]H W tensors, grouped: output channel m of group
@@ -102,16 +102,33 @@ typedef struct {
 
 /* Whether `count` dimensions (sizes, byte strides) step through memory as one run in row-major order
  * (dimensions of size 1 step anywhere); its step in *step (0 when every size is 1). */
-int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step);
+static inline int dmlq_one_run(const ptrdiff_t *sizes, const ptrdiff_t *strides, int count, ptrdiff_t *step) {
+    ptrdiff_t inner = 0;
+    *step = 0;
+    for (int d = count - 1; d >= 0; d--) {
+        if (sizes[d] == 1) continue;
+        if (inner && strides[d] != *step * inner) return 0;
+        if (!inner) *step = strides[d], inner = 1;
+        inner *= sizes[d];
+    }
+    return 1;
+}
 
 /* 0, or -1 when memory runs out. */
 int dmlq_conv(const dmlq_conv_problem *p, int threads);
-/* The implicit multiply on the VNNI kernel set (conv_implicit.c): whether it takes the problem (2-D,
- * Cg > 1, sums within int32, the VNNI level), and running it (0, or -1 when memory runs out). */
+/* The implicit multiply at the VNNI level (conv_implicit.c): whether it takes the problem (2-D, Cg > 1,
+ * requantized sums within int32), and running it (0, or -1 when memory runs out). */
 int dmlq_conv_implicit_fits(const dmlq_conv_problem *p);
 int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads);
+/* Depthwise convolutions at the VNNI level (conv_depthwise.c): whether it takes the problem (2-D, one
+ * input channel per group, a horizontal stride and dilation whose windows fit a 16-byte lane, up to 64
+ * kernel rows, x's and out's columns adjacent, requantized sums within int32), and running it (0, or
+ * -1 when memory runs out). */
+int dmlq_conv_depthwise_fits(const dmlq_conv_problem *p);
+int dmlq_conv_depthwise(const dmlq_conv_problem *p, int threads);
+
 /* Packs p's filter (its w, shapes and groups) for the current level's implicit multiply: 0, 1 when the
- * level or a depthwise filter has none (f is then empty), -1 when memory runs out. Freed by
+ * level, a depthwise or a 3-D filter has none (f is then empty), -1 when memory runs out. Freed by
  * dmlq_conv_free_filter. */
 int dmlq_conv_pack_filter(dmlq_conv_filter *f, const dmlq_conv_problem *p);
 void dmlq_conv_free_filter(dmlq_conv_filter *f);
@@ -146,5 +163,12 @@ void dmlq_average_pool(const dmlq_pool_problem *p, int threads);
  * -inf when there are none. */
 void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
                       ptrdiff_t stride, float *lo, float *hi, int threads);
+
+/* The quantization of `count` contiguous float32 values x within the range [rmin, rmax] their
+ * DYNAMIC_QUANTIZE_LINEAR scale and zero point come from (finite: no NaN, no infinity), into `count`
+ * bytes: clamp(round(x / scale) + zero_point) (x * (1 / scale) with `reciprocal`), as the element-wise
+ * quantize gives it. 1 when done; 0 where the level or a scale that is not normal leaves it to that. */
+int dmlq_dynamic_quantize(const float *x, ptrdiff_t count, float scale, int32_t zero_point, int is_signed,
+                          int reciprocal, uint8_t *out, int threads);
 
 #endif

@@ -1,7 +1,7 @@
 /* The quantized matrix multiply's driver: packing, blocking, threads, and the portable kernels.
  *
  * Per batch, B is packed into panels (unless it was packed beforehand, dmlq_gemm_pack_b: then each
- * batch reads its panels there), and A copied where it cannot be read in place (gemm.h), with
+ * batch reads its panels there), and A copied where it cannot be read in place (gemm_kernels.h), with
  * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
  * its requantization, straight into the output. A few rows of A with one row-major B instead read
@@ -20,7 +20,7 @@
 #endif
 
 #include "family.h"
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 
@@ -96,10 +96,10 @@ static void interleave_16_columns(uint8_t *dst, const uint8_t *const *rows, ptrd
 }
 #endif
 
-/* What B's bytes are xor-ed with in B' (gemm.h): 0 for int8 B, 0x80 for uint8 B. */
+/* What B's bytes are xor-ed with in B' (gemm_kernels.h): 0 for int8 B, 0x80 for uint8 B. */
 static uint8_t b_flip(int b_signed) { return b_signed ? 0 : 0x80; }
 
-/* Where element (kk, n) of a panel goes (gemm.h's two layouts). */
+/* Where element (kk, n) of a panel goes (gemm_kernels.h's two layouts). */
 static ptrdiff_t packed_offset(int nr, int pair_layout, ptrdiff_t kk, ptrdiff_t n) {
     const ptrdiff_t group = kk / 4, t = kk % 4;
     return pair_layout ? (group * 2 + t / 2) * nr * 2 + n * 2 + t % 2 : (group * nr + n) * 4 + t;
@@ -184,13 +184,15 @@ static void pack_b_groups(const b_packing *job, ptrdiff_t first, ptrdiff_t end, 
 }
 
 /* Panels [first, end) of one B (at most PACK_PANELS), and their column sums: the whole groups of
- * full panels by the kernels' own packer where they have one, the rest block by block. */
+ * full panels (and of B's last, partial one, for the group layout's packer) by the kernels' own
+ * packer where they have one, the rest block by block. */
 static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
     const gemm_kernels *kernels = job->kernels;
     const int nr = kernels->nr;
     memset(job->column_sums + first * nr, 0, sizeof(int32_t) * (size_t)((end - first) * nr));
     const int direct = (kernels->pack_b_pairs || kernels->pack_b_whole_groups) && job->b_col == 1;
-    const ptrdiff_t full_end = direct ? min_size(end, job->n / nr) : first, whole_groups = job->k / 4;
+    const ptrdiff_t packer_end = kernels->pack_b_whole_groups ? end : min_size(end, job->n / nr);
+    const ptrdiff_t full_end = direct ? packer_end : first, whole_groups = job->k / 4;
     if (full_end > first) {
         int8_t *panels = job->panels + first * job->panel_bytes;
         const uint8_t *columns = (const uint8_t *)job->b + first * nr;
@@ -200,7 +202,7 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
                                   job->flip, sums);
         else
             kernels->pack_b_whole_groups(panels, job->panel_bytes, columns, job->b_row, whole_groups, full_end - first,
-                                         job->flip, sums);
+                                         (int)min_size(nr, job->n - (full_end - 1) * nr), job->flip, sums);
         pack_b_groups(job, first, full_end, whole_groups);
         first = full_end;
     }
@@ -281,7 +283,7 @@ typedef struct {
     const gemm_kernels *kernels;
     gemm_quantization q;
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
-    int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm.h) */
+    int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm_kernels.h) */
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
@@ -520,7 +522,7 @@ static void requantize_shares(const gemm_context *c, ptrdiff_t panel) {
         store_requantized(sums, &tile, &c->q);
         return;
     }
-    _Alignas(64) int32_t dots[GEMM_MAX_TILE]; /* the whole dot product fits in int32 (gemm.h) */
+    _Alignas(64) int32_t dots[GEMM_MAX_TILE]; /* the whole dot product fits in int32 (gemm_kernels.h) */
     for (int i = 0; i < tile.rows * nr; i++) dots[i] = (int32_t)sums[i];
     c->kernels->requantize(dots, &tile, &c->q);
 }
@@ -674,6 +676,15 @@ static ptrdiff_t padded_rows(const gemm_context *c) { return c->b_in_place ? c->
 
 static int estimable(double factor) { return fabs(factor) >= 0x1p-60 && fabs(factor) <= 0x1p60; }
 
+/* [*low, *high] widened to the bits of |x|, which order as the magnitudes do (NaN above infinity). */
+static inline void widen_range(float x, uint32_t *low, uint32_t *high) {
+    uint32_t bits;
+    memcpy(&bits, &x, 4);
+    bits &= 0x7fffffffu;
+    *low = bits < *low ? bits : *low;
+    *high = bits > *high ? bits : *high;
+}
+
 /* The per-row and per-column vectors, padded with zeros (and factors of 1) to whole panels. */
 static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
     const dmlq_gemm_problem *p = c->p;
@@ -701,15 +712,25 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     const int32_t *restrict zero_points = p->b_zero_point;
     const ptrdiff_t n_real = p->n;
     const int32_t zero_shift = p->b_signed || c->b_in_place ? 0 : 128;
-    float smallest = INFINITY, largest = 0.0f;
-    int finite = 1; /* the comparisons pass NaN over: it is looked for apart, with the infinities */
-    for (ptrdiff_t n = 0; n < n_real; n++) {
-        const float magnitude = fabsf(scales[n]);
-        smallest = magnitude < smallest ? magnitude : smallest;
-        largest = magnitude > largest ? magnitude : largest;
-        finite &= magnitude <= FLT_MAX;
-        b_zero_uniform &= zero_points[n] == zero_points[0];
+    /* The range of the scales' magnitudes as bits (widen_range): integer minima and maxima that the
+     * compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one long chain) */
+    enum { SCAN_LANES = 16 };
+    uint32_t low[SCAN_LANES], high[SCAN_LANES];
+    for (int j = 0; j < SCAN_LANES; j++) low[j] = 0x7f800000u, high[j] = 0;
+    ptrdiff_t scanned = 0;
+    for (; scanned + SCAN_LANES <= n_real; scanned += SCAN_LANES)
+        for (int j = 0; j < SCAN_LANES; j++) widen_range(scales[scanned + j], &low[j], &high[j]);
+    for (; scanned < n_real; scanned++) widen_range(scales[scanned], &low[0], &high[0]); /* the last few */
+    uint32_t smallest_bits = low[0], largest_bits = high[0];
+    for (int j = 1; j < SCAN_LANES; j++) {
+        smallest_bits = low[j] < smallest_bits ? low[j] : smallest_bits;
+        largest_bits = high[j] > largest_bits ? high[j] : largest_bits;
     }
+    for (ptrdiff_t n = 0; n < n_real; n++) b_zero_uniform &= zero_points[n] == zero_points[0];
+    const int finite = largest_bits <= 0x7f7fffffu; /* no NaN or infinity */
+    float smallest, largest;
+    memcpy(&smallest, &smallest_bits, 4);
+    memcpy(&largest, &largest_bits, 4);
     for (ptrdiff_t n = 0; n < columns; n++) {
         b_scale[n] = n < n_real ? (double)scales[n] : 0.0;
         column_factor[n] = n < n_real ? scales[n] : 1.0f;

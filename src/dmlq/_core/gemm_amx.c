@@ -8,7 +8,7 @@
  * state to the process (cpu.c), unless setup.py's probe defines DMLQ_NO_AMX (a compiler not known to
  * build this correctly, or an assembler without the AMX instructions).
  */
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 #if DMLQ_X86 && defined(__linux__) && !defined(DMLQ_NO_AMX)
 #define DMLQ_HAVE_AMX 1

@@ -15,11 +15,11 @@
  * so vpmaddwd of a row's broadcast pair and 8 columns gives those 8 columns' partial sums: no
  * horizontal additions. A tile with fewer real rows runs a kernel compiled for that many rows, so
  * a matrix-vector product does no work for padding rows.
- * Up to 8 rows of A with a row-major B read it where it lies instead (gemm.h: A - za as words, B's
+ * Up to 8 rows of A with a row-major B read it where it lies instead (gemm_kernels.h: A - za as words, B's
  * own bytes): one bounded multiply per product, no column sums and no flips to apply, so what is
  * left per pair of k is widening two rows' bytes and interleaving their words.
  */
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
@@ -103,7 +103,7 @@ static void row_major_in_order_avx2(int32_t *tile, ptrdiff_t panels) {
 }
 
 /* Adds dot(A'', B) of `rows` rows x `panels` panels over `pairs` pairs of k into tile[rows][stride]
- * (gemm.h), asking for the same columns of B `ahead` rows on meanwhile (0: none). Per pair and
+ * (gemm_kernels.h), asking for the same columns of B `ahead` rows on meanwhile (0: none). Per pair and
  * panel, both rows' 16 bytes are widened straight from memory and their words interleaved within
  * each 128-bit half (no lane crossing): the products then come out for columns 0-3 | 8-11 and
  * 4-7 | 12-15, the tile's order until row_major_in_order_avx2. */

@@ -2,7 +2,7 @@
  * int32, the sums scaled to float32 or float16 (with a bias), and the requantization after an int32
  * row bias (the quantized convolution's bias, added to the output channel's sums).
  *
- * A tile arrives as int32 dot products of A' and B' (gemm.h); the zero-point correction
+ * A tile arrives as int32 dot products of A' and B' (gemm_kernels.h); the zero-point correction
  *     acc = dot - zb' * rowsum(A') - za' * (colsum(B') - K * zb')
  * is combined in wrapping 32-bit arithmetic: exact whenever the true sum fits (the driver's int32
  * route, K <= 32768), and the true sum mod 2**32 always, which is the int32 output's definition.

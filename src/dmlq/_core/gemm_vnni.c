@@ -1,6 +1,6 @@
 /* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products of 1-8 rows, a vectorised
  * requantization and the packing of B. (A few rows with a row-major B read in place: gemm_vnni_rows.c.) */
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
@@ -16,6 +16,19 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* Over a long K (PREFETCH_MIN_GROUPS groups or more, whose panels are streamed from L3 or memory),
+ * two or more rows ask for B's bytes 96 groups (18 KiB) ahead: the hardware prefetchers alone leave
+ * such a panel at two thirds of the read bandwidth (Zen 5, 1 thread, a 4096 x 11008 B from memory:
+ * 1190 -> 660 us for 7 rows, 850 -> 765 for 2, 1295 -> 690 for 8; whole calls 8 x 4096 x 11008
+ * 1219 -> 792 us, 8 x 4096 x 4096 297 -> 270, 128 x 4096 x 11008 11.7 -> 11.3 ms). One row, which
+ * waits on its loads alone, gains nothing; panels of a shorter K are read again from L2 by the next
+ * tiles, where the prefetches cost 1 % (128 x 1024 x 1024, batched [8,1,512,512]). */
+enum { PREFETCH_BYTES = 96 * GEMM_NR * 4, PREFETCH_MIN_GROUPS = 512 };
+
+static ALWAYS_INLINE void prefetch_b(const int8_t *b) {
+    for (int j = 0; j < GEMM_NR * 4; j += 64) _mm_prefetch((const char *)b + PREFETCH_BYTES + j, _MM_HINT_T0);
+}
+
 /* `rows` x NR accumulators in registers, in `sets` sets that take turns by group (a row's chains of
  * dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
  * instruction's latency, not on B's bytes); per group, NR/16 vectors of B' and `rows` broadcast
@@ -27,9 +40,11 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
     for (int s = 0; s < sets; s++)
         for (int m = 0; m < rows; m++)
             for (int j = 0; j < VECTORS; j++) acc[s][m][j] = _mm512_setzero_si512();
+    const int ahead = rows > 1 && groups >= PREFETCH_MIN_GROUPS;
     ptrdiff_t g = 0;
     for (; g + sets <= groups; g += sets)
         for (int s = 0; s < sets; s++, a += 4, b += GEMM_NR * 4) {
+            if (ahead) prefetch_b(b);
             __m512i bv[VECTORS];
             for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
             for (int m = 0; m < rows; m++) {
@@ -55,6 +70,37 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
         }
 }
 
+/* dot_rows for a whole tile, its 24 accumulators named: as dot_rows' array GCC 12 copied them through
+ * the stack before and after the loop, 7 % of a tile of K = 256, 3 % of K = 512 (Zen 5, 1 thread: 1004
+ * -> 1074 and 1031 -> 1066 GOPS with B in L2). */
+#define TILE_ROW(m) __m512i c##m##0 = _mm512_setzero_si512(), c##m##1 = c##m##0, c##m##2 = c##m##0;
+#define TILE_ROW_DOT(m)                                                   \
+    {                                                                     \
+        int32_t word;                                                     \
+        memcpy(&word, a + (m) * lda, 4);                                  \
+        const __m512i av = _mm512_set1_epi32(word);                       \
+        c##m##0 = dpbusd(c##m##0, av, b0);                                \
+        c##m##1 = dpbusd(c##m##1, av, b1);                                \
+        c##m##2 = dpbusd(c##m##2, av, b2);                                \
+    }
+#define TILE_ROW_STORE(m)                                                 \
+    _mm512_store_si512((void *)(tile + (m) * GEMM_NR), c##m##0);          \
+    _mm512_store_si512((void *)(tile + (m) * GEMM_NR + 16), c##m##1);     \
+    _mm512_store_si512((void *)(tile + (m) * GEMM_NR + 32), c##m##2);
+#define EVERY_TILE_ROW(step) step(0) step(1) step(2) step(3) step(4) step(5) step(6) step(7)
+
+static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
+    EVERY_TILE_ROW(TILE_ROW)
+    const int ahead = groups >= PREFETCH_MIN_GROUPS;
+    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
+        if (ahead) prefetch_b(b);
+        const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64));
+        const __m512i b2 = _mm512_load_si512((const void *)(b + 128));
+        EVERY_TILE_ROW(TILE_ROW_DOT)
+    }
+    EVERY_TILE_ROW(TILE_ROW_STORE)
+}
+
 static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
     switch (rows) {
     case 1: dot_rows(a, lda, b, groups, tile, 1, 4); break;
@@ -64,7 +110,7 @@ static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
     case 5: dot_rows(a, lda, b, groups, tile, 5, 1); break;
     case 6: dot_rows(a, lda, b, groups, tile, 6, 1); break;
     case 7: dot_rows(a, lda, b, groups, tile, 7, 1); break;
-    default: dot_rows(a, lda, b, groups, tile, GEMM_MR, 1); break;
+    default: dot_tile(a, lda, b, groups, tile); break;
     }
 }
 
@@ -88,36 +134,83 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
     return _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(out[0]), out[1], 1));
 }
 
-/* round(acc * (as * bs) / os) + ozp, clamped, for 16 accumulators of row m, as 16 bytes.
+/* 1.5 * 2**23: adding it to a float32 below 2**22 in magnitude rounds that to an integer (half to
+ * even), which the sum's low bits then hold. */
+#define ROUNDING_MAGIC 0x1.8p23f
+#define ROUNDING_MAGIC_BITS 0x4B400000
+
+/* The estimate of round(acc * (as * bs) / os) + ozp for 16 accumulators into *rounded (`bias` is
+ * M's bits less the zero point), round(y) into *integer, and y - round(y).
  *
- * The reference's float64 quotient q is needed only near a tie of an unsaturated output, so first
- * a float32 estimate y = float(acc) * (float(as / os) * bs), `factors` holding the product in
- * brackets: four float32 roundings (the factors kept within [2**-60, 2**60] stay normal), so y is
- * within about 2**-22 * |y| of q. Where |y| <= 1024 that is below 2**-12, so if y is farther than
- * 2**-11 from the nearest half-integer, q rounds to the same integer; where |y| > 1024, y and q
- * both saturate any 8-bit output whatever the zero point. As |y| < 2**20 (`estimate`), the rounded
- * estimate converts to int32 and the zero point adds in integers; saturating narrowing clamps.
- * Vectors with a lane near a tie take the float64 path. */
-static inline __m128i requantize_16(__m512i acc, __m512 factors, const __m512d *bs, ptrdiff_t m,
-                                    const gemm_quantization *q, __m512i zero_point) {
-    if (q->estimate) {
-        const __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), factors);
-        const __m512 fraction = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); /* y - round(y) */
-        if (_mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ) == 0xffff) {
-            const __m512i value = _mm512_add_epi32(
-                _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zero_point);
-            return q->lo < 0.0 ? _mm512_cvtsepi32_epi8(value)
-                               : _mm512_cvtusepi32_epi8(_mm512_max_epi32(value, _mm512_setzero_si512()));
-        }
-    }
-    return requantize_16_exactly(acc, bs, m, q);
+ * The reference's float64 quotient q is needed only near a tie of an unsaturated output, so first a
+ * float32 estimate: y = float(acc) * f, f = float(as / os) * bs (`factors`) rounded to float32, y
+ * exact inside fused multiply-adds. Three float32 roundings (float(acc), the row factor, f; the
+ * factors kept within [2**-60, 2**60] stay normal) and the reference's own three float64 ones put y
+ * within 3.1 * 2**-24 * |y| of q. As |y| < 2**20 (`estimate`), t = fma(float(acc), f, M) is
+ * M + round(y) (ROUNDING_MAGIC; ties to even, as M is even) and t's bits less M's are round(y);
+ * y - round(y) comes from one more fused multiply-add, within 2**-25 of its exact value. */
+static ALWAYS_INLINE __m512 estimate_16(__m512i acc, __m512 factors, __m512i bias, __m512i *rounded,
+                                        __m512 *integer) {
+    const __m512 magic = _mm512_set1_ps(ROUNDING_MAGIC), sums = _mm512_cvtepi32_ps(acc);
+    const __m512 t = _mm512_fmadd_round_ps(sums, factors, magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    *integer = _mm512_sub_ps(t, magic); /* exact */
+    *rounded = _mm512_sub_epi32(_mm512_castps_si512(t), bias);
+    return _mm512_fmsub_round_ps(sums, factors, *integer, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-/* What a tile's requantization needs of each block of 16 columns, kept in registers. */
+/* Per lane, over a row's blocks, the largest |y - round(y)| and the largest |round(y)|. */
+typedef struct {
+    __m512 fraction, magnitude;
+} tie_distance;
+
+static ALWAYS_INLINE tie_distance farther(tie_distance d, __mmask16 mask, __m512 fraction, __m512 integer) {
+    /* vrangeps 0x0b: the larger magnitude, sign cleared; the lanes beyond `mask` unchanged */
+    d.fraction = _mm512_mask_range_ps(d.fraction, mask, d.fraction, fraction, 0x0b);
+    d.magnitude = _mm512_mask_range_ps(d.magnitude, mask, d.magnitude, integer, 0x0b);
+    return d;
+}
+
+/* The lanes where round(y) may not be round(q) (estimate_16), from the estimate's error bound: with
+ * F >= |y - round(y)| and R >= |round(y)| (tie_distance), a lane is sure when
+ * g = F + min(R, 1024) * 2**-21 < 0.5 - 2**-20. For |round(y)| <= 1024: g's rounding adds at most
+ * 2**-25, the fraction's 2**-25, and the error 3.1 * 2**-24 * (|round(y)| + 0.5) is below
+ * 0.39 * 2**-21 * |round(y)| + 2**-23.3: in all |y - round(y)| + |q - y| < 0.5 - 2**-20 + 2**-22.6
+ * < 0.5, so q rounds to round(y). Beyond, |round(y)| >= 1025, |y| >= 1024.5 and |q| > 1024.4: both
+ * saturate any 8-bit output, on the same side, whatever the zero point. The margin shrinks with |y| (2**-15.7 at 40 where a constant 2**-11
+ * served), which sends ~25 times fewer lanes to the float64 route at one vrangeps more per vector:
+ * measured on Zen 5 that paid where a margin of 2**-20 * min(|y|, 1024) computed per vector (three
+ * more instructions) did not. */
+static ALWAYS_INLINE __mmask16 near_a_tie(tie_distance d) {
+    const __m512 g = _mm512_fmadd_ps(_mm512_min_ps(d.magnitude, _mm512_set1_ps(1024.0f)), _mm512_set1_ps(0x1p-21f),
+                                     d.fraction);
+    return _mm512_cmp_ps_mask(g, _mm512_set1_ps(0.5f - 0x1p-20f), _CMP_GE_OQ);
+}
+
+/* A row's bytes from estimate_16, and whether a lane is too near a tie: the zero point is in the
+ * integers, two saturating packs narrow them to int16 (a value beyond int16 saturates the byte either
+ * way) and to bytes, and a dword permutation puts the blocks' 4-byte runs back in column order. */
+static ALWAYS_INLINE __mmask16 estimate_row(const __m512i *acc, const __m512 *factors, const __mmask16 *masks,
+                                      __m512i bias, const int blocks, const int out_signed, __m512i *bytes) {
+    __m512i rounded[3];
+    tie_distance farthest = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int j = 0; j < blocks; j++) {
+        __m512 integer;
+        const __m512 fraction = estimate_16(acc[j], factors[j], bias, &rounded[j], &integer);
+        farthest = farther(farthest, masks[j], fraction, integer);
+    }
+    for (int j = blocks; j < 3; j++) rounded[j] = _mm512_setzero_si512();
+    const __m512i low = _mm512_packs_epi32(rounded[0], rounded[1]), high = _mm512_packs_epi32(rounded[2], rounded[2]);
+    const __m512i packed = out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
+    /* lane L holds 4 bytes of each block (columns 4L..4L+3 of blocks 0, 1, 2, 2) */
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    *bytes = _mm512_permutexvar_epi32(order, packed);
+    return near_a_tie(farthest);
+}
+
+/* What a tile's requantization needs of each block of 16 columns. */
 typedef struct {
     __m512i zb, column_term, column_correction; /* the last: za' * column term, when za' is uniform */
     __m512 factor;
-    __m512d bs[2];
     __mmask16 mask;
 } column_block;
 
@@ -125,22 +218,104 @@ enum { MAX_COLUMN_BLOCKS = GEMM_NR / 16 };
 
 /* acc = dot - zb' * rowsum(A') - za' * (colsum(B') - K * zb'), in wrapping int32 arithmetic: exact,
  * since the true sum fits in int32 (K <= 32768). Uniform zero points save the multiplications. */
-static inline __m512i corrected_sums(__m512i dot, const column_block *column, __m512i row_correction,
-                                     __m512i row_sum, __m512i za, const gemm_quantization *q) {
-    const __m512i by_row = q->b_zero_uniform ? row_correction : _mm512_mullo_epi32(row_sum, column->zb);
-    const __m512i by_column = q->a_zero_uniform ? column->column_correction
-                                                : _mm512_mullo_epi32(za, column->column_term);
+static ALWAYS_INLINE __m512i corrected_sums(__m512i dot, const column_block *column, __m512i row_correction,
+                                            __m512i row_sum, __m512i za, const int uniform) {
+    const __m512i by_row = uniform ? row_correction : _mm512_mullo_epi32(row_sum, column->zb);
+    const __m512i by_column = uniform ? column->column_correction : _mm512_mullo_epi32(za, column->column_term);
     return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
 }
 
-void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *quantization) {
+/* The reference's bytes of row i of the tile (its sums at `dot`) through requantize_16_exactly: every
+ * block, or (`near_only`) those of its blocks with a lane too near a tie for the estimate (the others
+ * are stored already). Rare where the estimate serves: the sums are corrected here again, so that the
+ * estimate's loop keeps them in registers. */
+static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, const column_block *column, int blocks,
+                                                        const gemm_tile *t, ptrdiff_t i, const gemm_quantization *q,
+                                                        int near_only) {
+    const ptrdiff_t m = t->m0 + i;
+    const __m512i row_sum = _mm512_set1_epi32(t->row_sums[m]), za = _mm512_set1_epi32(q->a_zero[m]);
+    const __m512 row_factor = _mm512_set1_ps(q->row_factor[m]);
+    for (int j = 0; j < blocks; j++) {
+        const ptrdiff_t n = t->n0 + 16 * j;
+        const __m512i acc = corrected_sums(_mm512_load_si512((const void *)(dot + 16 * j)), &column[j], row_sum,
+                                           row_sum, za, 0);
+        __m512i rounded;
+        __m512 integer;
+        const __m512 fraction = estimate_16(acc, _mm512_mul_ps(row_factor, column[j].factor), _mm512_setzero_si512(),
+                                            &rounded, &integer);
+        const tie_distance none = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        if (near_only && !near_a_tie(farther(none, column[j].mask, fraction, integer))) continue;
+        const __m512d bs[2] = {_mm512_loadu_pd(q->b_scale + n), _mm512_loadu_pd(q->b_scale + n + 8)};
+        __m128i bytes = requantize_16_exactly(acc, bs, m, q);
+        __asm__("" : "+v"(bytes)); /* keep vpmov*db in registers: its memory form is microcoded and slow on AMD */
+        _mm_mask_storeu_epi8(t->out + i * t->out_row + 16 * j, column[j].mask, bytes);
+    }
+}
+
+/* Rows [first, end) (at most 64) of a tile of `blocks` blocks of columns, its zero points uniform or
+ * not and its output signed or not: the flags constant here and what it reads of t and q in locals
+ * (the output's char stores could alias them), so the per-vector work is the arithmetic alone. Rows
+ * with a lane near a tie are redone exactly once the loop is over: a call in the loop would cost
+ * every row the registers it clobbers. */
+static ALWAYS_INLINE void requantize_rows(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
+                                          const column_block *column, ptrdiff_t first, ptrdiff_t end, const int blocks,
+                                          const int uniform, const int out_signed) {
+    __m512 column_factor[3];
+    __mmask16 masks[3];
+    __mmask64 row_mask = 0;
+    for (int j = 0; j < blocks; j++) {
+        column_factor[j] = column[j].factor;
+        masks[j] = column[j].mask;
+        row_mask |= (__mmask64)masks[j] << (16 * j);
+    }
+    const ptrdiff_t dot_stride = t->dot_stride, out_row = t->out_row;
+    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
+    const float *row_factors = q->row_factor + t->m0;
+    const double *zero_points = q->out_zero_point + t->m0;
+    const uint32_t b_zero = (uint32_t)q->b_zero[0];
+    char *const out = t->out;
+    __mmask16 near[64]; /* per row, kept apart: a mask's way to a general register is slow */
+    for (ptrdiff_t i = first; i < end; i++) {
+        const int32_t *row = dot + i * dot_stride;
+        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[i] * b_zero));
+        const __m512i row_sum = _mm512_set1_epi32(row_sums[i]), za = _mm512_set1_epi32(a_zero[i]);
+        const __m512 row_factor = _mm512_set1_ps(row_factors[i]);
+        __m512i acc[3];
+        __m512 factors[3];
+        for (int j = 0; j < blocks; j++) {
+            acc[j] = corrected_sums(_mm512_load_si512((const void *)(row + 16 * j)), &column[j], row_correction,
+                                    row_sum, za, uniform);
+            factors[j] = _mm512_mul_ps(row_factor, column_factor[j]);
+        }
+        __m512i bytes;
+        const __m512i bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_points[i]);
+        near[i - first] = estimate_row(acc, factors, masks, bias, blocks, out_signed, &bytes);
+        _mm512_mask_storeu_epi8(out + i * out_row, row_mask, bytes);
+    }
+    for (ptrdiff_t i = first; i < end; i++)
+        if (near[i - first]) store_row_exactly(dot + i * dot_stride, column, blocks, t, i, q, 1);
+}
+
+static ALWAYS_INLINE void requantize_blocks(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
+                                            const column_block *column, const int blocks, const int uniform,
+                                            const int out_signed) {
+    for (ptrdiff_t first = 0; first < t->rows; first += 64) {
+        const ptrdiff_t end = t->rows - first < 64 ? t->rows : first + 64;
+        requantize_rows(dot, t, q, column, first, end, blocks, uniform, out_signed);
+    }
+}
+
+#define REQUANTIZE_BLOCKS(blocks) \
+    (uniform ? (out_signed ? requantize_blocks(dot, t, q, column, blocks, 1, 1) \
+                           : requantize_blocks(dot, t, q, column, blocks, 1, 0)) \
+             : (out_signed ? requantize_blocks(dot, t, q, column, blocks, 0, 1) \
+                           : requantize_blocks(dot, t, q, column, blocks, 0, 0)))
+
+void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q) {
     if (t->out_col != 1) {
-        dmlq_gemm_requantize_portable(dot, t, quantization);
+        dmlq_gemm_requantize_portable(dot, t, q);
         return;
     }
-    /* A copy the output's stores cannot alias (they are char stores): its flags stay in registers
-     * instead of being read again for every vector. */
-    const gemm_quantization local = *quantization, *q = &local;
     const __m512i k = _mm512_set1_epi32((int32_t)q->k);
     const int blocks = (int)((t->columns + 15) / 16);
     column_block column[MAX_COLUMN_BLOCKS];
@@ -152,29 +327,18 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
                                                  _mm512_mullo_epi32(k, column[j].zb));
         column[j].column_correction = _mm512_mullo_epi32(_mm512_set1_epi32(q->a_zero[0]), column[j].column_term);
         column[j].factor = _mm512_loadu_ps(q->column_factor + n);
-        column[j].bs[0] = _mm512_loadu_pd(q->b_scale + n);
-        column[j].bs[1] = _mm512_loadu_pd(q->b_scale + n + 8);
     }
-    for (ptrdiff_t i = 0; i < t->rows; i++) {
-        const ptrdiff_t m = t->m0 + i;
-        const __m512i row_sum = _mm512_set1_epi32(t->row_sums[m]), za = _mm512_set1_epi32(q->a_zero[m]);
-        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)t->row_sums[m] * (uint32_t)q->b_zero[0]));
-        const __m512i zero_point = _mm512_set1_epi32((int32_t)q->out_zero_point[m]);
-        const __m512 row_factor = _mm512_set1_ps(q->row_factor[m]);
-        char *out = t->out + i * t->out_row;
-        for (int j = 0; j < blocks; j++) {
-            const __m512i dots = _mm512_load_si512((const void *)(dot + i * t->dot_stride + 16 * j));
-            const __m512i acc = corrected_sums(dots, &column[j], row_correction, row_sum, za, q);
-            const __m512 factors = _mm512_mul_ps(row_factor, column[j].factor);
-            __m128i bytes = requantize_16(acc, factors, column[j].bs, m, q, zero_point);
-            /* Keep vpmov*db in registers: its memory form is microcoded and slow on AMD. */
-            __asm__("" : "+v"(bytes));
-            if (column[j].mask == 0xffff)
-                _mm_storeu_si128((__m128i *)(out + 16 * j), bytes);
-            else
-                _mm_mask_storeu_epi8(out + 16 * j, column[j].mask, bytes);
-        }
+    if (!q->estimate) {
+        for (ptrdiff_t i = 0; i < t->rows; i++) store_row_exactly(dot + i * t->dot_stride, column, blocks, t, i, q, 0);
+        return;
     }
+    const int uniform = q->a_zero_uniform && q->b_zero_uniform, out_signed = q->lo < 0.0;
+    if (blocks == 3)
+        REQUANTIZE_BLOCKS(3);
+    else if (blocks == 2)
+        REQUANTIZE_BLOCKS(2);
+    else
+        REQUANTIZE_BLOCKS(1);
 }
 
 /* Row sums by vpsadbw (sums of 8 bytes each) over 64-byte chunks. */
@@ -201,22 +365,22 @@ void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, 
     }
 }
 
-/* Whole groups of whole panels of a row-major B with contiguous columns (gemm.h's
- * pack_b_whole_groups): per group, the 4 rows' 48 bytes in zmm, flipped, interleaved into columns of
- * 4 bytes within each 128-bit lane (bytes of row pairs, then words of pair pairs: lane L holds columns
- * 16L.. in four vectors of 4 columns), whose lanes are then transposed into the panel's order; the
- * column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
+/* Whole groups of panels of a row-major B with contiguous columns (gemm_kernels.h's pack_b_whole_groups; the
+ * last panel's columns beyond last_columns zero): per group, the 4 rows' 48 bytes in zmm, flipped,
+ * made columns of 4 bytes in the panel's order (dmlq_dwords_of_rows); the column sums by vpdpbusd against ones while the bytes are in registers. A block of PACK_BLOCK_GROUPS
  * groups takes every panel in turn while its rows' lines stay in L1; rows a page or more apart escape
  * the hardware prefetchers, so each panel's pass asks for its bytes of the next block's rows. */
 enum { PACK_BLOCK_GROUPS = 32 };
 
 static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row,
-                                     ptrdiff_t groups, ptrdiff_t panels, uint8_t flip, int32_t *sums) {
-    const __m512i flips = _mm512_set1_epi8((char)flip), ones = _mm512_set1_epi8(1);
-    const __mmask64 row_bytes = ((__mmask64)1 << GEMM_NR) - 1;
+                                     ptrdiff_t groups, ptrdiff_t panels, int last_columns, uint8_t flip,
+                                     int32_t *sums) {
+    const __m512i ones = _mm512_set1_epi8(1);
     for (ptrdiff_t g0 = 0; g0 < groups; g0 += PACK_BLOCK_GROUPS) {
         const ptrdiff_t end = g0 + PACK_BLOCK_GROUPS < groups ? g0 + PACK_BLOCK_GROUPS : groups;
         for (ptrdiff_t panel = 0; panel < panels; panel++) {
+            const __mmask64 row_bytes = ((__mmask64)1 << (panel + 1 < panels ? GEMM_NR : last_columns)) - 1;
+            const __m512i flips = _mm512_maskz_set1_epi8(row_bytes, (char)flip); /* padding stays 0 */
             const uint8_t *columns = b + panel * GEMM_NR;
             int8_t *out = dst + panel * panel_bytes;
             __m512i acc[VECTORS];
@@ -231,14 +395,8 @@ static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const u
                 __m512i r[4];
                 for (int t = 0; t < 4; t++)
                     r[t] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(row_bytes, columns + (4 * g + t) * b_row), flips);
-                const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
-                const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
-                const __m512i v0 = _mm512_unpacklo_epi16(low01, low23), v1 = _mm512_unpackhi_epi16(low01, low23);
-                const __m512i v2 = _mm512_unpacklo_epi16(high01, high23), v3 = _mm512_unpackhi_epi16(high01, high23);
-                const __m512i t0 = _mm512_shuffle_i64x2(v0, v1, 0x44), t1 = _mm512_shuffle_i64x2(v2, v3, 0x44);
-                const __m512i t2 = _mm512_shuffle_i64x2(v0, v1, 0xee), t3 = _mm512_shuffle_i64x2(v2, v3, 0xee);
-                const __m512i packed[VECTORS] = {_mm512_shuffle_i64x2(t0, t1, 0x88), _mm512_shuffle_i64x2(t0, t1, 0xdd),
-                                                 _mm512_shuffle_i64x2(t2, t3, 0x88)};
+                __m512i packed[4]; /* the first VECTORS: a panel's GEMM_NR columns */
+                dmlq_dwords_of_rows(r, packed);
                 for (int j = 0; j < VECTORS; j++) {
                     _mm512_store_si512((void *)(out + g * GEMM_NR * 4 + 64 * j), packed[j]);
                     acc[j] = _mm512_dpbusd_epi32(acc[j], ones, packed[j]);

@@ -1,4 +1,4 @@
-/* The VNNI level's kernel for a few rows of A with a row-major B read where it lies (gemm.h).
+/* The VNNI level's kernel for a few rows of A with a row-major B read where it lies (gemm_kernels.h).
  *
  * As AVX2's (gemm_avx2.c): A'' = A - za as words, B's own bytes widened to words, acc = dot(A'', B)
  * - zb * rowsum(A''); no packing, no flips, no column sums. Here in zmm with vpdpwssd, which adds a
@@ -13,7 +13,7 @@
  * on Zen 5 (1 thread, thread CPU time) 5 and 8 rows took 51 and 71 us on 1024^2 against 74 and 79
  * packing B, 202 and 269 us on 2048^2 against 293 and 317, 8 rows 1.17 ms on 4096^2 against 2.65.
  */
-#include "gemm.h"
+#include "gemm_kernels.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)

@@ -432,21 +432,46 @@ static PyObject *value_range(PyObject *self, PyObject *arg) {
     return Py_BuildValue("dd", (double)lo, (double)hi);
 }
 
+/* Whether dmlq_dynamic_quantize can write the quantization of x into out: float32 x and uint8 (int8
+ * when is_signed) out, both C-contiguous, of one size, apart. 0 or 1, or -1 with an exception set. */
+static int quantizable(PyObject *x_object, PyObject *out_object, int is_signed) {
+    PyArrayObject *x = dmlq_py_as_array(x_object, "x", 0), *out = x ? dmlq_py_as_array(out_object, "out", 0) : NULL;
+    if (!out || dmlq_py_check_output(out) < 0) return -1;
+    if (dmlq_py_type_of(x) != DMLQ_F32 || dmlq_py_type_of(out) != (is_signed ? DMLQ_I8 : DMLQ_U8) ||
+        !PyArray_IS_C_CONTIGUOUS(x) || !PyArray_IS_C_CONTIGUOUS(out) || PyArray_SIZE(x) != PyArray_SIZE(out))
+        return 0;
+    const int overlap = dmlq_py_check_overlaps(out, &x, 1, 0);
+    if (overlap < 0) PyErr_Clear();
+    return overlap == 0;
+}
+
 /* DYNAMIC_QUANTIZE_LINEAR's scale and zero point from the range, in float32 as ONNX defines them (see
- * dmlq.kernels.dynamic_quantization_parameters, their Python statement). */
+ * dmlq.kernels.dynamic_quantize_linear, their Python statement); with `out`, the quantization of x into
+ * it where dmlq_dynamic_quantize takes them (quantizable, x finite). */
 static PyObject *dynamic_quantization(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *x;
-    int is_signed;
+    PyObject *x, *out = Py_None;
+    int is_signed, reciprocal = 0;
     float lo, hi;
-    if (!PyArg_ParseTuple(args, "Op", &x, &is_signed) || range_of(x, &lo, &hi) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "Op|Op", &x, &is_signed, &out, &reciprocal)) return NULL;
+    const int fits = out == Py_None ? 0 : quantizable(x, out, is_signed);
+    if (fits < 0 || range_of(x, &lo, &hi) < 0) return NULL;
     const float qmin = is_signed ? -128.0f : 0.0f, qmax = is_signed ? 127.0f : 255.0f;
     /* as np.minimum(0, min(x)) and np.maximum(0, max(x)): NaN stays NaN; +inf, -inf (no values) give 0, 0 */
     const float rmin = lo != lo ? lo : lo < 0.0f ? lo : 0.0f, rmax = hi != hi ? hi : hi > 0.0f ? hi : 0.0f;
     const float scale = (rmax == rmin ? 1.0f : rmax - rmin) / (qmax - qmin);
     const float zero = nearbyintf(qmin - rmin / scale);
     const float saturated = zero != zero ? 0.0f : zero < qmin ? qmin : zero > qmax ? qmax : zero;
-    return Py_BuildValue("di", (double)scale, (int)saturated);
+    int quantized = 0;
+    if (fits && isfinite(rmin) && isfinite(rmax)) {
+        PyArrayObject *data = (PyArrayObject *)x, *bytes = (PyArrayObject *)out;
+        const int threads = dmlq_num_threads();
+        Py_BEGIN_ALLOW_THREADS
+        quantized = dmlq_dynamic_quantize((const float *)PyArray_DATA(data), PyArray_SIZE(data), scale, (int32_t)saturated,
+                                          is_signed, reciprocal, (uint8_t *)PyArray_DATA(bytes), threads);
+        Py_END_ALLOW_THREADS
+    }
+    return Py_BuildValue("diO", (double)scale, (int)saturated, quantized ? Py_True : Py_False);
 }
 
 static PyMethodDef family_methods[] = {
@@ -481,10 +506,13 @@ static PyMethodDef family_methods[] = {
      "with include_padding, then requantized; no tap inside and a count of 0 average 0. Scales float32 and "
      "zero points of one or C elements; out's spatial sizes are the caller's."},
     {"dynamic_quantization", dynamic_quantization, METH_VARARGS,
-     "dynamic_quantization(x, is_signed): DYNAMIC_QUANTIZE_LINEAR's (scale, zero_point) for the float32 or float16 "
-     "array x and an int8 (is_signed) or uint8 output, as Python numbers: ONNX's float32 arithmetic on x's range "
-     "widened to include 0 (scale 1 / (qmax - qmin) when it is empty or all 0; a NaN in x gives scale NaN, zero "
-     "point 0), as dmlq.reference.dynamic_quantize_linear."},
+     "dynamic_quantization(x, is_signed, out=None, reciprocal_division=False): DYNAMIC_QUANTIZE_LINEAR's (scale, "
+     "zero_point, quantized) for the float32 or float16 array x and an int8 (is_signed) or uint8 output: scale and "
+     "zero_point as Python numbers, ONNX's float32 arithmetic on x's range widened to include 0 (scale 1 / (qmax - "
+     "qmin) when it is empty or all 0; a NaN in x gives scale NaN, zero point 0), as "
+     "dmlq.reference.dynamic_quantize_linear. With out (uint8 or int8), quantized says whether out now holds x "
+     "quantized by them (as quantize would: float32 x and out C-contiguous of one size, x finite, the level's "
+     "kernel); False leaves out as it was."},
     {"value_range", value_range, METH_O,
      "value_range(x): (min, max) of the float32 or float16 array x's elements as Python floats: (nan, nan) when one "
      "is NaN, (inf, -inf) when there are none."},

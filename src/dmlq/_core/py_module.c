@@ -263,6 +263,14 @@ static PyObject *quantized_add_route(PyObject *self, PyObject *args) {
     return PyUnicode_FromString(params.reciprocal ? "multiply" : params.corrected ? "corrected" : "divide");
 }
 
+/* Forgets every quantized-add verdict, so that the next call of 65,536 elements or more verifies. */
+static PyObject *forget_quantized_add_verdicts(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    dmlq_qadd_forget_verdicts();
+    Py_RETURN_NONE;
+}
+
 /* quantized_add_per_tensor(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
  * output_zero_point, out, reciprocal_division): dmlq.quantized_linear_add's common call in one step, as
  * matmul_per_tensor is the matrix multiply's: two uint8/int8 arrays of one shape and per-tensor
@@ -511,6 +519,8 @@ static PyMethodDef methods[] = {
      "reciprocal_division)"},
     {"quantized_add_route", quantized_add_route, METH_VARARGS,
      "quantized_add_route(...): the quotient quantized_add(...) computes: 'multiply', 'corrected' or 'divide'."},
+    {"forget_quantized_add_verdicts", forget_quantized_add_verdicts, METH_NOARGS,
+     "forget_quantized_add_verdicts(): the next quantized_add of 65,536 elements or more verifies its route."},
     {"quantize_per_tensor", (PyCFunction)(void (*)(void))quantize_per_tensor, METH_FASTCALL,
      "quantize_per_tensor(x, scale, zero_point, out, reciprocal_division): the NumPy layer's per-tensor call in "
      "one step; None when the arguments need its general path."},

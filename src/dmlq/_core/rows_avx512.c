@@ -39,62 +39,17 @@ static inline __m512 scaled_bytes(const uint8_t *bytes, int is_signed, __mmask16
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(wide, zero)), scale);
 }
 
-/* round(x / divisor), half to even, with x / divisor a true float32 division where it matters.
- *
- * Divisions are slow, so first y = x * inverse, inverse = 1 / divisor rounded (a normal float):
- * y is within |y| * 2**-22 of the float32 quotient q (three roundings of 2**-24). Where |y| <= 1024
- * that is below 2**-12, so if y is farther than 2**-11 from the nearest half-integer, q rounds to
- * the same integer; where |y| > 1024, y and q both saturate any 8-bit output whatever the zero
- * point. Only vectors with a lane near a tie (or NaN, inf) take the division. */
-static inline __m512 rounded_quotient(__m512 x, __m512 divisor, __m512 inverse, int estimate) {
-    if (estimate) {
-        const __m512 y = _mm512_mul_ps(x, inverse);
-        const __m512 rounded = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512 distance = _mm512_abs_ps(_mm512_sub_ps(y, rounded));
-        if (_mm512_cmp_ps_mask(distance, _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ) == 0xffff) return rounded;
-    }
-    return _mm512_roundscale_ps(_mm512_div_ps(x, divisor), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-
-/* The reciprocal of a scalar divisor when it is a normal float (the estimate's error bound), else 0. */
-static float normal_inverse(float divisor) {
-    const float inverse = 1.0f / divisor;
-    return fabsf(inverse) >= 0x1p-126f && fabsf(inverse) <= 0x1.fffffep127f ? inverse : 0.0f;
-}
-
-/* CORRECTED (the quantized add only, where verified for its parameters: rows.h): q = x * inverse,
- * then q + (x - q * divisor) * inverse, the residual exact in one FMA (Markstein's correction step). */
+/* How a quotient is computed: x / divisor (DIVIDE), the same unless an estimate shows the division
+ * unneeded (DIVIDE_WITH_ESTIMATE, quantize), x * (1 / divisor) (MULTIPLY: reciprocal_division), and for
+ * the quantized add, CORRECTED: q = s * inverse + s * inverse_low in one FMA, inverse + inverse_low being
+ * 1 / os to about 48 bits (dmlq_inverse_low): one rounding of a value within about 2**-47 of s / os, so q
+ * is the division's float except where s / os lies that close to a rounding boundary. CORRECTED is used
+ * only for parameter sets where it was verified to give the division's output for all 65,536 (a, b) pairs:
+ * corrected_qadd_exact. */
 enum { DIVIDE, DIVIDE_WITH_ESTIMATE, MULTIPLY, CORRECTED };
 
 static int quotient_mode(int reciprocal, float inverse) {
     return reciprocal ? MULTIPLY : inverse != 0.0f ? DIVIDE_WITH_ESTIMATE : DIVIDE;
-}
-
-/* clamp(round(x / divisor) + zero) with NaN -> 0 (x * divisor when MULTIPLY), as 16 bytes.
- * check_nan = 0 where the caller knows x / divisor cannot be NaN. */
-static inline __m128i quantized(__m512 x, __m512 divisor, __m512 inverse, int mode, __m512 zero, __m512 lo,
-                                __m512 hi, int check_nan) {
-    __m512 r;
-    if (mode == MULTIPLY || mode == CORRECTED) {
-        const __m512 q = _mm512_mul_ps(x, mode == MULTIPLY ? divisor : inverse);
-        const __m512 y = mode == MULTIPLY ? q : _mm512_fmadd_ps(_mm512_fnmadd_ps(q, divisor, x), inverse, q);
-        r = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else {
-        r = rounded_quotient(x, divisor, inverse, mode == DIVIDE_WITH_ESTIMATE);
-    }
-    r = _mm512_add_ps(r, zero);
-    const __mmask16 ordered = check_nan ? _mm512_cmp_ps_mask(r, r, _CMP_ORD_Q) : (__mmask16)0xffff;
-    r = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi)); /* max(NaN, lo) is lo */
-    return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r));
-}
-
-static inline void store_bytes(uint8_t *out, __m128i v, __mmask16 mask, int stream) {
-    if (mask != 0xffff)
-        _mm_mask_storeu_epi8(out, mask, v);
-    else if (stream)
-        _mm_stream_si128((__m128i *)out, v);
-    else
-        _mm_storeu_si128((__m128i *)out, v);
 }
 
 static inline void store_floats16(float *out, __m512 v, __mmask16 mask, int stream) {
@@ -110,7 +65,7 @@ static inline void store_floats16(float *out, __m512 v, __mmask16 mask, int stre
  * left a 16M-element quantize waiting on memory as long as it computed, at half the speed. */
 enum { PREFETCH_BYTES = 8192 };
 
-static inline void prefetch_ahead(const void *p) { _mm_prefetch((const char *)p + PREFETCH_BYTES, _MM_HINT_T0); }
+static inline void prefetch_ahead(const void *p) { __builtin_prefetch((const char *)p + PREFETCH_BYTES, 0, 3); }
 
 /* Runs BODY(i, mask, stream) over n elements in steps of 16: a masked head up to the output's
  * alignment, whole vectors (each after PREFETCH(i); the loop unrolled as the pragma UNROLL says), a
@@ -128,25 +83,132 @@ static inline void prefetch_ahead(const void *p) { _mm_prefetch((const char *)p 
         if (stream) _mm_sfence();                                                         \
     } while (0)
 
+static inline __mmask64 first_64(ptrdiff_t count) { return count >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << count) - 1; }
+
+/* Four vectors of int32 as 64 output bytes: packed to int16 with saturation, the zero point (32
+ * int16 lanes) added with saturation, packed to bytes with the output type's saturation (the clamp).
+ * The packs work per 128-bit lane: byte 16 l + 4 k + j comes from vector k, lane l, dword j. The
+ * int16 steps clamp as int32 would while the zero point is within 2**15 - 256. */
+static inline __m512i packed_64(const __m512i *r, __m512i zero, const int out_signed) {
+    const __m512i low = _mm512_adds_epi16(_mm512_packs_epi32(r[0], r[1]), zero);
+    const __m512i high = _mm512_adds_epi16(_mm512_packs_epi32(r[2], r[3]), zero);
+    return out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
+}
+
+/* The same for vectors of consecutive elements (vector k holding elements 16 k ... 16 k + 15). */
+static inline __m512i narrowed_64(const __m512i *r, __m512i zero, const int out_signed) {
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, packed_64(r, zero, out_signed));
+}
+
+/* Stores BLOCK(i, mask), the 64 output bytes from element i (those `mask` selects), over n elements:
+ * a masked head up to out's 64-byte alignment, whole blocks (each after PREFETCH(i); with `stream`,
+ * whole aligned lines past the caches: they would only evict the inputs, and skipping the
+ * read-for-ownership saves a third of an add's memory traffic), a masked tail. A block reads all
+ * its inputs before it stores. */
+#define BYTE_BLOCK_LOOP(out, n, BLOCK, PREFETCH, stream)                                                        \
+    do {                                                                                                         \
+        ptrdiff_t i_ = head_count((const char *)(out), 1, 64, n);                                                \
+        if (i_) _mm512_mask_storeu_epi8(out, first_64(i_), BLOCK(0, first_64(i_)));                              \
+        if (stream) {                                                                                            \
+            for (; i_ + 64 <= (n); i_ += 64) {                                                                   \
+                PREFETCH(i_);                                                                                    \
+                _mm512_stream_si512((__m512i *)((out) + i_), BLOCK(i_, ~(__mmask64)0));                          \
+            }                                                                                                    \
+            _mm_sfence();                                                                                        \
+        } else {                                                                                                 \
+            for (; i_ + 64 <= (n); i_ += 64) {                                                                   \
+                PREFETCH(i_);                                                                                    \
+                _mm512_store_si512((__m512i *)((out) + i_), BLOCK(i_, ~(__mmask64)0));                           \
+            }                                                                                                    \
+        }                                                                                                        \
+        if (i_ < (n)) _mm512_mask_storeu_epi8((out) + i_, first_64((n) - i_), BLOCK(i_, first_64((n) - i_)));     \
+    } while (0)
+
+/* ---- quantize: contiguous float32, per-tensor scale and zero point ---------------------------------- */
+
+typedef struct {
+    __m512 factor;   /* the normal 1 / scale (DIVIDE_WITH_ESTIMATE, MULTIPLY) */
+    __m512 divisor;  /* the scale (DIVIDE, DIVIDE_WITH_ESTIMATE) */
+    __m512i zero;    /* 32 int16 lanes */
+    __m512i nan_out; /* int32 -zero: a NaN lane's zero + nan_out is the output 0 */
+} quantize_vectors;
+
+/* round(x / scale) (x * factor for MULTIPLY) as int32, halves to even, exactly: a true division,
+ * the quotient clamped to +-2**16 so that it converts (beyond, every output saturates anyway), NaN
+ * giving nan_out. */
+static inline __m512i exact_quotient_16(__m512 x, const quantize_vectors *v, const int mode) {
+    const __m512 q = mode == MULTIPLY ? _mm512_mul_ps(x, v->factor) : _mm512_div_ps(x, v->divisor);
+    const __m512 bound = _mm512_set1_ps(65536.0f);
+    const __m512 clamped = _mm512_min_ps(_mm512_max_ps(q, _mm512_sub_ps(_mm512_setzero_ps(), bound)), bound);
+    const __m512i r = _mm512_cvt_roundps_epi32(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q), v->nan_out);
+}
+
+/* The same without division, clamp or NaN test, and in `*exact` whether it holds for every lane: y =
+ * x * factor converts in range (not to 0x80000000, which stands for NaN and overflow), and for the
+ * estimate, y is no nearer than 2**-11 to a half-integer.
+ *
+ * The estimate: y = x * (1 / scale) rounded twice is within |y| * 2**-22 of the float32 quotient q
+ * (three roundings of 2**-24). Where |y| <= 1024 that is below 2**-12, so y farther than 2**-11 from
+ * a half-integer rounds as q does; where |y| > 1024, y and q both saturate any 8-bit output whatever
+ * the zero point. */
+static inline __m512i fast_quotient_16(__m512 x, const quantize_vectors *v, const int mode, __mmask16 *exact) {
+    const __m512 y = _mm512_mul_ps(x, v->factor);
+    if (mode == DIVIDE_WITH_ESTIMATE) {
+        const __m512 distance = _mm512_abs_ps(_mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        *exact = _mm512_mask_cmp_ps_mask(*exact, distance, _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_LT_OQ);
+    }
+    const __m512i r = _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    *exact = _mm512_mask_cmpneq_epi32_mask(*exact, r, _mm512_set1_epi32(INT32_MIN));
+    return r;
+}
+
+/* 64 outputs from x (those `mask` selects): without division while that is exact for all of them,
+ * else the exact quotients. */
+static inline __m512i quantized_64(const float *x, __mmask64 mask, const quantize_vectors *v, const int out_signed,
+                                   const int mode) {
+    __m512 values[4];
+    __m512i r[4];
+    for (int k = 0; k < 4; k++) values[k] = _mm512_maskz_loadu_ps((__mmask16)(mask >> (16 * k)), x + 16 * k);
+    __mmask16 exact = 0xffff;
+    if (mode != DIVIDE)
+        for (int k = 0; k < 4; k++) r[k] = fast_quotient_16(values[k], v, mode, &exact);
+    if (mode == DIVIDE || exact != 0xffff)
+        for (int k = 0; k < 4; k++) r[k] = exact_quotient_16(values[k], v, mode);
+    return narrowed_64(r, v->zero, out_signed);
+}
+
+static inline __attribute__((always_inline)) void quantize_loop(const float *x, uint8_t *out, ptrdiff_t n,
+                                                                const quantize_vectors *v, const int out_signed,
+                                                                const int mode, int stream) {
+#define QUANTIZE_64(i, mask) quantized_64(x + (i), mask, v, out_signed, mode)
+#define QUANTIZE_PREFETCH(i) (prefetch_ahead(x + (i)), prefetch_ahead(x + (i) + 16), prefetch_ahead(x + (i) + 32), \
+                              prefetch_ahead(x + (i) + 48))
+    BYTE_BLOCK_LOOP(out, n, QUANTIZE_64, QUANTIZE_PREFETCH, stream);
+#undef QUANTIZE_64
+#undef QUANTIZE_PREFETCH
+}
+
 static int fast_quantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_quantize_params *P,
                          int stream) {
     if (P->x_type != DMLQ_F32 || P->scale_type != DMLQ_F32 || s[0] != 4 || s[1] != 0 ||
         (P->has_zero_point && s[2] != 0) || s[3] != 1)
         return 0;
-    const float scale = *(const float *)p[1];
-    const __m512 divisor = _mm512_set1_ps(P->reciprocal ? 1.0f / scale : scale);
-    const float inverse_value = normal_inverse(scale);
-    const __m512 inverse = _mm512_set1_ps(inverse_value);
-    const int mode = quotient_mode(P->reciprocal, inverse_value);
-    const __m512 zero = _mm512_set1_ps(P->has_zero_point ? dmlq_byte_value(p[2], P->out_signed) : 0.0f);
-    const __m512 lo = _mm512_set1_ps(P->lo), hi = _mm512_set1_ps(P->hi);
+    const float scale = *(const float *)p[1], inverse = dmlq_normal_inverse(scale);
+    const int mode = quotient_mode(P->reciprocal, inverse), zero = P->has_zero_point ? (int)dmlq_byte_value(p[2], P->out_signed) : 0;
+    const quantize_vectors v = {_mm512_set1_ps(P->reciprocal ? 1.0f / scale : inverse), _mm512_set1_ps(scale),
+                                _mm512_set1_epi16((int16_t)zero), _mm512_set1_epi32(-zero)};
     const float *x = (const float *)p[0];
     uint8_t *out = (uint8_t *)p[3];
-#define QUANTIZE_16(i, mask, stream) \
-    store_bytes(out + (i), quantized(_mm512_maskz_loadu_ps(mask, x + (i)), divisor, inverse, mode, zero, lo, hi, 1), \
-                mask, stream)
-#define QUANTIZE_PREFETCH(i) prefetch_ahead(x + (i))
-    VECTOR_LOOP(out, 1, 16, n, QUANTIZE_16, QUANTIZE_PREFETCH, "GCC unroll 4");
+    switch (P->out_signed * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
+    case 0: quantize_loop(x, out, n, &v, 0, DIVIDE, stream); break;
+    case 1: quantize_loop(x, out, n, &v, 0, MULTIPLY, stream); break;
+    case 2: quantize_loop(x, out, n, &v, 0, DIVIDE_WITH_ESTIMATE, stream); break;
+    case 3: quantize_loop(x, out, n, &v, 1, DIVIDE, stream); break;
+    case 4: quantize_loop(x, out, n, &v, 1, MULTIPLY, stream); break;
+    default: quantize_loop(x, out, n, &v, 1, DIVIDE_WITH_ESTIMATE, stream); break;
+    }
     return 1;
 }
 
@@ -168,7 +230,9 @@ static inline __attribute__((always_inline)) void dequantize_loop(const uint8_t 
                  : zero)
 #define DEQUANTIZE_16(i, mask, stream) \
     store_floats16(out + (i), scaled_bytes(q + (i), is_signed, mask, ZERO_16(i, mask), SCALE_16(i, mask)), mask, stream)
-#define DEQUANTIZE_PREFETCH(i) prefetch_ahead(q + (i))
+/* No prefetch: the input is a fifth of the traffic, and prefetching it measured 3-8 % slower (Zen 5,
+ * 16M elements and in L2). */
+#define DEQUANTIZE_PREFETCH(i) (void)0
     VECTOR_LOOP(out, 4, 64, n, DEQUANTIZE_16, DEQUANTIZE_PREFETCH, "GCC unroll 4");
 }
 
@@ -194,56 +258,101 @@ static int fast_dequantize(char *const *p, const ptrdiff_t *s, ptrdiff_t n, cons
     return 1;
 }
 
-/* The quantized add over contiguous bytes, specialised by the compiler for each constant flag. */
+/* ---- the quantized add over contiguous bytes --------------------------------------------------- */
+
+typedef struct {
+    __m512 a_offset, b_offset; /* 2**23 + the zero point (+ 128 for int8 operands): see scaled_64 */
+    __m512i out_zero;          /* 32 int16 lanes */
+    __m512 a_scale, b_scale, divisor, inverse, inverse_low;
+} qadd_vectors;
+
+static qadd_vectors qadd_setup(const dmlq_qadd_params *P) {
+    return (qadd_vectors){
+        _mm512_set1_ps(0x1p23f + (float)(P->a_zero_point + 128 * P->a_signed)),
+        _mm512_set1_ps(0x1p23f + (float)(P->b_zero_point + 128 * P->b_signed)),
+        _mm512_set1_epi16((int16_t)P->out_zero_point), _mm512_set1_ps(P->a_scale), _mm512_set1_ps(P->b_scale),
+        _mm512_set1_ps(P->out_scale), _mm512_set1_ps(1.0f / P->out_scale),
+        _mm512_set1_ps(dmlq_inverse_low(P->out_scale))};
+}
+
+/* float32(bytes - zero) * scale for 64 bytes (those `mask` selects), as four vectors: vector k holds
+ * element 16 l + 4 k + j in lane l, dword j, the order in which packed_64's packs put them back. Each
+ * byte is shuffled into the low byte of the float 2**23 (bits 0x4b000000), giving 2**23 + byte
+ * exactly (int8 bytes flipped to byte + 128 first); less `offset` (2**23 + the zero point, likewise
+ * shifted) that is byte - zero, exact. */
+static inline void scaled_64(__m512 *values, const uint8_t *bytes, __mmask64 mask, const int is_signed, __m512 offset,
+                             __m512 scale) {
+    __m512i data = _mm512_maskz_loadu_epi8(mask, bytes);
+    if (is_signed) data = _mm512_xor_si512(data, _mm512_set1_epi8((char)0x80));
+    for (int k = 0; k < 4; k++) {
+        const __m512i low_bytes = _mm512_set4_epi32(4 * k + 3, 4 * k + 2, 4 * k + 1, 4 * k);
+        const __m512i floats = _mm512_mask_shuffle_epi8(_mm512_set1_epi32(0x4b000000), 0x1111111111111111ull, data,
+                                                        low_bytes);
+        values[k] = _mm512_mul_ps(_mm512_sub_ps(_mm512_castsi512_ps(floats), offset), scale);
+    }
+}
+
+/* round(sum / out_scale) as int32, halves to even. The unverified modes clamp the quotient to
+ * +-2**16 first, so that it converts: beyond, every output saturates anyway, and the quotient is
+ * never NaN (dmlq_qadd_simd_parameters). The corrected route skips
+ * the clamp: its verification compares every output, so parameters where it would matter divide. */
+static inline __m512i rounded_quotient_16(__m512 sum, const qadd_vectors *v, const int mode) {
+    __m512 q;
+    if (mode == DIVIDE)
+        q = _mm512_div_ps(sum, v->divisor);
+    else if (mode == MULTIPLY)
+        q = _mm512_mul_ps(sum, v->inverse);
+    else
+        q = _mm512_fmadd_ps(sum, v->inverse, _mm512_mul_ps(sum, v->inverse_low));
+    if (mode != CORRECTED) {
+        const __m512 bound = _mm512_set1_ps(65536.0f);
+        q = _mm512_min_ps(_mm512_max_ps(q, _mm512_sub_ps(_mm512_setzero_ps(), bound)), bound);
+    }
+    return _mm512_cvt_roundps_epi32(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* 64 outputs (those `mask` selects). */
+static inline __m512i qadd_64(const uint8_t *a, const uint8_t *b, __mmask64 mask, const qadd_vectors *v,
+                              const int a_signed, const int b_signed, const int out_signed, const int mode) {
+    __m512 a_values[4], b_values[4];
+    __m512i r[4];
+    scaled_64(a_values, a, mask, a_signed, v->a_offset, v->a_scale);
+    scaled_64(b_values, b, mask, b_signed, v->b_offset, v->b_scale);
+    for (int k = 0; k < 4; k++) r[k] = rounded_quotient_16(_mm512_add_ps(a_values[k], b_values[k]), v, mode);
+    return packed_64(r, v->out_zero, out_signed);
+}
+
 static inline __attribute__((always_inline)) void qadd_loop(const uint8_t *a, const uint8_t *b, uint8_t *out,
-                                                            ptrdiff_t n, const dmlq_qadd_params *P,
-                                                            const int a_signed, const int b_signed,
-                                                            const int mode, const int stream) {
-    const __m512i a_zero = _mm512_set1_epi32(P->a_zero_point), b_zero = _mm512_set1_epi32(P->b_zero_point);
-    const __m512 a_scale = _mm512_set1_ps(P->a_scale), b_scale = _mm512_set1_ps(P->b_scale);
-    const __m512 divisor = _mm512_set1_ps(mode == MULTIPLY ? 1.0f / P->out_scale : P->out_scale);
-    const __m512 inverse = _mm512_set1_ps(1.0f / P->out_scale);
-    const __m512 zero = _mm512_set1_ps(P->out_zero_point), lo = _mm512_set1_ps(P->lo), hi = _mm512_set1_ps(P->hi);
-#define QADD_16(i, mask, stream)                                                                          \
-    store_bytes(out + (i),                                                                                \
-                quantized(_mm512_add_ps(scaled_bytes(a + (i), a_signed, mask, a_zero, a_scale),          \
-                                        scaled_bytes(b + (i), b_signed, mask, b_zero, b_scale)),          \
-                          divisor, inverse, mode, zero, lo, hi, 0),                                       \
-                mask, stream)
-    /* Not unrolled: the unrolled loop of divisions ran at two thirds of the speed (seen on a Xeon). */
+                                                            ptrdiff_t n, const qadd_vectors *v, const int a_signed,
+                                                            const int b_signed, const int out_signed, const int mode,
+                                                            const int stream) {
+#define QADD_64(i, mask) qadd_64(a + (i), b + (i), mask, v, a_signed, b_signed, out_signed, mode)
 #define QADD_PREFETCH(i) (prefetch_ahead(a + (i)), prefetch_ahead(b + (i)))
-    VECTOR_LOOP(out, 1, 16, n, QADD_16, QADD_PREFETCH, "GCC unroll 1");
+    BYTE_BLOCK_LOOP(out, n, QADD_64, QADD_PREFETCH, stream);
+#undef QADD_64
+#undef QADD_PREFETCH
 }
 
 /* The quantized add of contiguous bytes with each combination of types and quotient compiled apart. */
 static void qadd_contiguous(const uint8_t *a, const uint8_t *b, uint8_t *out, ptrdiff_t n, const dmlq_qadd_params *P,
                             int mode, int stream) {
-    switch (P->a_signed * 6 + P->b_signed * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
-    case 0: qadd_loop(a, b, out, n, P, 0, 0, DIVIDE, stream); break;
-    case 1: qadd_loop(a, b, out, n, P, 0, 0, MULTIPLY, stream); break;
-    case 2: qadd_loop(a, b, out, n, P, 0, 0, CORRECTED, stream); break;
-    case 3: qadd_loop(a, b, out, n, P, 0, 1, DIVIDE, stream); break;
-    case 4: qadd_loop(a, b, out, n, P, 0, 1, MULTIPLY, stream); break;
-    case 5: qadd_loop(a, b, out, n, P, 0, 1, CORRECTED, stream); break;
-    case 6: qadd_loop(a, b, out, n, P, 1, 0, DIVIDE, stream); break;
-    case 7: qadd_loop(a, b, out, n, P, 1, 0, MULTIPLY, stream); break;
-    case 8: qadd_loop(a, b, out, n, P, 1, 0, CORRECTED, stream); break;
-    case 9: qadd_loop(a, b, out, n, P, 1, 1, DIVIDE, stream); break;
-    case 10: qadd_loop(a, b, out, n, P, 1, 1, MULTIPLY, stream); break;
-    default: qadd_loop(a, b, out, n, P, 1, 1, CORRECTED, stream); break;
+    const qadd_vectors v = qadd_setup(P);
+#define QADD_MODES(as, bs, os)                                                          \
+    case (as * 4 + bs * 2 + os) * 3 + 0: qadd_loop(a, b, out, n, &v, as, bs, os, DIVIDE, stream); break;   \
+    case (as * 4 + bs * 2 + os) * 3 + 1: qadd_loop(a, b, out, n, &v, as, bs, os, MULTIPLY, stream); break; \
+    case (as * 4 + bs * 2 + os) * 3 + 2: qadd_loop(a, b, out, n, &v, as, bs, os, CORRECTED, stream); break;
+    switch ((P->a_signed * 4 + P->b_signed * 2 + P->out_signed) * 3 + (mode == DIVIDE ? 0 : mode == MULTIPLY ? 1 : 2)) {
+        QADD_MODES(0, 0, 0) QADD_MODES(0, 0, 1) QADD_MODES(0, 1, 0) QADD_MODES(0, 1, 1)
+        QADD_MODES(1, 0, 0) QADD_MODES(1, 0, 1) QADD_MODES(1, 1, 0) QADD_MODES(1, 1, 1)
     }
+#undef QADD_MODES
 }
 
-/* Contiguous operands and scales under which the sum cannot be NaN: |scale| <= 1e30 keeps both
- * products finite, and a normal 1 / output scale keeps the quotient (or product) from being NaN.
- * Without a verified correction step the sums divide without the estimate: they lie on a lattice,
- * often on ties, where the estimate must divide anyway (simple scale ratios put most vectors
- * there), and where it does not, dividing is as fast here, the loop waiting on memory. */
+/* Contiguous operands and parameters that keep every quotient a number (dmlq_qadd_simd_parameters).
+ * Without a verified correction step the sums divide without an estimate: they lie on a lattice,
+ * often on ties, where an estimate would divide anyway. */
 static int fast_qadd(char *const *p, const ptrdiff_t *s, ptrdiff_t n, const dmlq_qadd_params *P, int stream) {
-    const float inverse = normal_inverse(P->out_scale);
-    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !(fabsf(P->a_scale) <= 1e30f) || !(fabsf(P->b_scale) <= 1e30f) ||
-        inverse == 0.0f)
-        return 0;
+    if (s[0] != 1 || s[1] != 1 || s[2] != 1 || !dmlq_qadd_simd_parameters(P)) return 0;
     const int mode = P->reciprocal ? MULTIPLY : P->corrected ? CORRECTED : DIVIDE;
     qadd_contiguous((const uint8_t *)p[0], (const uint8_t *)p[1], (uint8_t *)p[2], n, P, mode, stream);
     return 1;

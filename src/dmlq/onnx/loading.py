@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TypeAlias
 
@@ -55,12 +56,12 @@ class Model:
     def graph(self) -> onnx.GraphProto:
         return self.proto.graph
 
-    @property
+    @cached_property
     def input_names(self) -> list[str]:
         """The graph inputs a caller feeds (initializers listed as inputs have defaults)."""
         return [value.name for value in self.graph.input if value.name not in self.initializers]
 
-    @property
+    @cached_property
     def output_names(self) -> list[str]:
         return [value.name for value in self.graph.output]
 

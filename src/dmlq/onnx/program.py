@@ -12,6 +12,7 @@ and executes those calls.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,12 +32,13 @@ from . import sessions
 from .loading import Model
 from .staging import Stage, stages
 from .steps import Output, Source, Spec, Step
-from .verdicts import refusals
+from .verdicts import refusals, static_specs
 
 __all__ = ["Program", "checked_inputs", "program", "specs"]
 
 NIBBLES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 Call = Callable[[dict[str, np.ndarray]], None]
+Typed = np.ndarray | Spec  # what a signature is read from: a value, or its dtype and shape alone
 
 
 def program(model: Model, level: FeatureLevel) -> Program:
@@ -57,12 +59,14 @@ class Program:
         self.constants: dict[str, np.ndarray] = dict(model.initializers)
         self.refusals: list[str] = []
         self.calls: list[Call] = []
+        self.plans: dict[tuple, object] = {}  # per signature of the inputs, its plan (.plans) or None
         self._checked: set[tuple] = set()
         for stage in stages(model):
             for step in stage.steps:
                 self.constants.update(step.constants)
         for stage in stages(model):
             self._add(stage)
+        self._compile_static()
 
     def compiled_operators(self) -> list[CompiledOperator]:
         """The operators compiled so far (for a constant step: none, its result is a constant)."""
@@ -83,7 +87,7 @@ class Program:
             for session in call.sessions.values()
         ]
 
-    def check(self, values: Mapping[str, np.ndarray]) -> None:
+    def check(self, values: Mapping[str, Typed]) -> None:
         """DmlError for a step the provider cannot create, with these inputs' shapes (once per signature)."""
         if self.refusals:
             raise DmlError(self.refusals[0])
@@ -94,6 +98,21 @@ class Program:
         if found:
             raise DmlError(found[0])
         self._checked.add(signature)
+
+    def _compile_static(self) -> None:
+        """Each mapped step compiled for its operands' static types, and the model's inputs checked,
+        where the model's types give them: a run of those dtypes and shapes then only executes. A
+        step or input the provider refuses is left for a run to refuse."""
+        for call in self.calls:
+            if isinstance(call, _MappedCall):
+                found = static_specs(self.model, call.step, self.constants, symbolic=None)
+                if found is not None:
+                    with contextlib.suppress(DmlError):
+                        call.kernel(dict(zip(call.step.inputs, found)))
+        inputs = _static_inputs(self.model)
+        if inputs is not None:
+            with contextlib.suppress(DmlError):
+                self.check(inputs)
 
     def _add(self, stage: Stage) -> None:
         for step in stage.steps:
@@ -133,18 +152,20 @@ class _MappedCall:
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         operands: list[np.ndarray | None] = [None] * len(self.step.inputs)
-        signature = []
         for index, name in self.variable:
-            value = values[name]
-            signature.append((value.dtype, value.shape))
-            operands[index] = _bindable(value)
-        key = tuple(signature)
-        kernel = self.compiled.get(key)
-        if kernel is None:
-            kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
+            operands[index] = bindable(values[name])
+        kernel = self.kernel(values)
         results = kernel.execute(operands)
         for name, output in kernel.outputs:
             values[name] = _value(results[output.node][output.index], output)
+
+    def kernel(self, values: Mapping[str, Typed]) -> _Kernel:
+        """The step's operators compiled for the dtypes and shapes of its variable operands in ``values``."""
+        key = tuple((values[name].dtype, values[name].shape) for _, name in self.variable)
+        kernel = self.compiled.get(key)
+        if kernel is None:
+            kernel = self.compiled[key] = _Kernel(self.program, self.step, values)
+        return kernel
 
 
 @dataclass(frozen=True)
@@ -161,7 +182,7 @@ class _Kernel:
     builds them: constant operands flagged OWNED_BY_DML and bound once (``GraphDescBuilder.cpp``),
     and the results of operators that read constants alone computed once (the same bits each run)."""
 
-    def __init__(self, program: Program, step: Step, values: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, program: Program, step: Step, values: Mapping[str, Typed]) -> None:
         constants = program.constants
         described = step.describe(specs(step, {**constants, **values}))
         constant = {index for index, name in enumerate(step.inputs) if name and name in constants}
@@ -174,7 +195,7 @@ class _Kernel:
             compiled = program.device.compile_operator(desc)
             if owned:
                 compiled.initialize(
-                    [_bindable(constants[step.inputs[source]]) if index in owned else None
+                    [bindable(constants[step.inputs[source]]) if index in owned else None
                      for index, source in enumerate(node.sources)]
                 )  # fmt: skip
             self.operators.append(compiled)
@@ -254,8 +275,11 @@ class _OtherCall:
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         feeds = {name: values[name] for name in self.feeds}
-        session = self._session({name: value.dtype for name, value in feeds.items()})
-        values.update(zip(self.outputs, session.run(self.outputs, feeds)))
+        values.update(zip(self.outputs, self.session(values).run(self.outputs, feeds)))
+
+    def session(self, values: Mapping[str, np.ndarray]):
+        """The session for the dtypes of the feeds in ``values``, at dmlq's thread count."""
+        return self._session({name: values[name].dtype for name in self.feeds})
 
     def _session(self, dtypes: dict[str, np.dtype]):
         key = (get_num_threads(), tuple(dtypes.values()))
@@ -267,11 +291,22 @@ class _OtherCall:
         return found
 
 
-def specs(step: Step, values: Mapping[str, np.ndarray]) -> list[Spec | None]:
+def _static_inputs(model: Model) -> dict[str, Spec] | None:
+    """The model's inputs as its types declare them, where every dtype and dimension is known."""
+    found = {name: model.types.get(name) for name in model.input_names}
+    if any(
+        each is None or each.dtype is None or each.shape is None or None in each.shape
+        for each in found.values()
+    ):
+        return None
+    return {name: Spec(each.dtype, each.shape) for name, each in found.items()}
+
+
+def specs(step: Step, values: Mapping[str, Typed]) -> list[Spec | None]:
     return [Spec(values[name].dtype, values[name].shape) if name else None for name in step.inputs]
 
 
-def _bindable(value: np.ndarray) -> np.ndarray:
+def bindable(value: np.ndarray) -> np.ndarray:
     """An operand as :meth:`CompiledOperator.execute` binds it: contiguous; 4-bit data packed."""
     if value.dtype in NIBBLES:
         return pack_int4(value)

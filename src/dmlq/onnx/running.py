@@ -9,10 +9,13 @@ import numpy as np
 
 from ..types import FeatureLevel
 from .loading import Model, ModelSource
+from .plans import learn, planned
 from .preparing import prepared
 from .program import checked_inputs, program
 
 __all__ = ["execute", "run"]
+
+NEWEST = FeatureLevel.newest()
 
 
 def run(
@@ -44,13 +47,19 @@ def execute(
     model: Model, inputs: Mapping[str, object], feature_level=None, keep: dict[str, np.ndarray] | None = None
 ) -> dict[str, np.ndarray]:
     """:func:`run` on a prepared model; every value computed goes into ``keep`` when given."""
-    level = FeatureLevel.newest() if feature_level is None else FeatureLevel.parse(feature_level)
+    level = NEWEST if feature_level is None else FeatureLevel.parse(feature_level)
     found = program(model, level)
     values = checked_inputs(model, inputs)
     found.check(values)
+    if keep is None:
+        outputs = planned(found, values)
+        if outputs is not None:
+            return outputs
     for call in found.calls:
         call(values)
-    if keep is not None:
+    if keep is None:
+        learn(found, values)
+    else:
         keep.update(found.constants)
         keep.update(values)
     return {name: values[name] if name in values else found.constants[name] for name in model.output_names}

@@ -6,6 +6,13 @@ transformer, ``optimizer/graph_transformer_utils.cc``) and without the two quant
 that option does not turn off (``MatMulIntegerToFloatFusion``, ``DynamicQuantizeMatMulFusion``), so
 no CPU kernel's integer arithmetic passes for DirectML's. onnxruntime's float-only rewrites stay on
 (:data:`FLOAT_FUSIONS`): they change results by float rounding at most.
+
+An 8-bit MaxPool runs as onnxruntime runs it inside a whole model, between the layout Transposes
+of its QLinearConvs: channels last, as ``com.microsoft`` NhwcMaxPool between two Transposes
+(``HandleMaxPool``, ``optimizer/transpose_optimization/ort_transpose_optimization.cc``, onnxruntime
+commit c4780e65b57e8c7e3f8f184a80c25aabc5530b06). A session of that one node does not rewrite it
+(no Transpose to push through it) and runs the channels-first 8-bit kernel, some 15 times slower;
+the maximum is the same either way.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from onnx import helper, numpy_helper
 
 from ..errors import DmlError
 from ..threads import get_num_threads
-from .loading import Model
+from .loading import DEFAULT_DOMAINS, MICROSOFT, Model
 
 __all__ = [
     "FLOAT_FUSIONS",
@@ -27,6 +34,7 @@ __all__ = [
     "cpu_session",
     "ort_session",
     "refuse_invalid_graph",
+    "sub_model",
 ]
 
 QUANTIZATION_FUSIONS = ("MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion")
@@ -92,12 +100,26 @@ def ort_session(
     constants: Mapping[str, np.ndarray] | None = None,
     session_options=None,
 ):
-    """A session computing ``nodes`` of ``model`` from inputs of these dtypes; ``constants`` are
-    values computed once (dequantized weights), given as initializers so that onnxruntime may
-    pre-pack them as it does the model's own."""
+    """A session computing ``nodes`` of ``model`` (:func:`sub_model`)."""
+    names = ", ".join(node.name or node.op_type for node in nodes)
+    made = sub_model(model, nodes, feeds, outputs, constants)
+    return cpu_session(made, session_options or options(), f"node(s) {names}")
+
+
+def sub_model(
+    model: Model,
+    nodes: Sequence[onnx.NodeProto],
+    feeds: Mapping[str, np.dtype],
+    outputs: Sequence[str],
+    constants: Mapping[str, np.ndarray] | None = None,
+) -> onnx.ModelProto:
+    """The model computing ``nodes`` of ``model`` from inputs of these dtypes; ``constants`` are values
+    computed once (dequantized weights), given as initializers so that onnxruntime may pre-pack them
+    as it does the model's own."""
+    nodes = [rewritten for node in nodes for rewritten in _channels_last_max_pool(model, node, feeds)]
     used = {name for node in nodes for name in node.input}
     graph = helper.make_graph(
-        list(nodes),
+        nodes,
         "dmlq_other",
         [
             helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(dtype), None)
@@ -107,10 +129,42 @@ def ort_session(
         initializer=[tensor for tensor in model.graph.initializer if tensor.name in used]
         + [numpy_helper.from_array(np.asarray(value), name) for name, value in (constants or {}).items()],
     )
-    sub = helper.make_model(graph, opset_imports=model.proto.opset_import, ir_version=ir_version(model))
-    sub.functions.extend(model.proto.functions)
-    names = ", ".join(node.name or node.op_type for node in nodes)
-    return cpu_session(sub, session_options or options(), f"node(s) {names}")
+    opsets = list(model.proto.opset_import)
+    if any(node.domain == MICROSOFT for node in nodes) and model.opset(MICROSOFT) == 0:
+        opsets.append(helper.make_opsetid(MICROSOFT, 1))
+    made = helper.make_model(graph, opset_imports=opsets, ir_version=ir_version(model))
+    made.functions.extend(model.proto.functions)
+    return made
+
+
+def _channels_last_max_pool(
+    model: Model, node: onnx.NodeProto, feeds: Mapping[str, np.dtype]
+) -> list[onnx.NodeProto]:
+    """``node``, or for an 8-bit MaxPool without its Indices output the three nodes ``HandleMaxPool``
+    makes of it: Transpose to channels last, NhwcMaxPool (without ``storage_order``, which only
+    orders the indices), Transpose back."""
+    found = model.types.get(node.input[0]) if node.input else None
+    dtype = feeds.get(node.input[0]) or (found.dtype if found else None)
+    rank = len(found.shape) if found and found.shape is not None else 0
+    if (
+        node.op_type != "MaxPool"
+        or node.domain not in DEFAULT_DOMAINS
+        or dtype not in (np.dtype(np.uint8), np.dtype(np.int8))
+        or rank < 3
+        or any(node.output[1:])
+    ):
+        return [node]
+    x, y = node.input[0], node.output[0]
+    last = [0, *range(2, rank), 1]
+    pooled = helper.make_node(
+        "NhwcMaxPool", [f"{x}::channels_last"], [f"{y}::channels_last"], name=node.name, domain=MICROSOFT
+    )
+    pooled.attribute.extend(attribute for attribute in node.attribute if attribute.name != "storage_order")
+    return [
+        helper.make_node("Transpose", [x], pooled.input, perm=last),
+        pooled,
+        helper.make_node("Transpose", pooled.output, [y], perm=[0, rank - 1, *range(1, rank - 1)]),
+    ]
 
 
 def at_oldest_ir_version(model: Model) -> onnx.ModelProto:

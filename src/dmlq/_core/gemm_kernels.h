@@ -16,8 +16,8 @@
  * AMX B tile (one group per tile row); or, for kernels with `b_pair_layout`, per group the NR
  * columns' first 2 bytes, then their last 2 ([group][pair][column][2]). Padding is zero.
  */
-#ifndef DMLQ_GEMM_H
-#define DMLQ_GEMM_H
+#ifndef DMLQ_GEMM_KERNELS_H
+#define DMLQ_GEMM_KERNELS_H
 
 #include <math.h>
 
@@ -99,9 +99,10 @@ typedef struct {
      * columns from b on) into panels panel_bytes apart from dst, each column's sum added to sums. */
     void (*pack_b_pairs)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t pairs,
                          ptrdiff_t panels, uint8_t flip, int32_t *sums);
-    /* Optional, for kernels with the group layout: the same for `groups` groups of 4 k. */
+    /* Optional, for kernels with the group layout: the same for `groups` groups of 4 k, the last
+     * panel of `last_columns` columns (zero beyond them). */
     void (*pack_b_whole_groups)(int8_t *dst, ptrdiff_t panel_bytes, const uint8_t *b, ptrdiff_t b_row, ptrdiff_t groups,
-                                ptrdiff_t panels, uint8_t flip, int32_t *sums);
+                                ptrdiff_t panels, int last_columns, uint8_t flip, int32_t *sums);
     /* Called by each thread before and after its share of a multiply (may be NULL). */
     void (*begin)(void);
     void (*end)(void);
@@ -117,6 +118,22 @@ void dmlq_gemm_pack_a_row_major_avx2(int16_t *dst, const char *a, ptrdiff_t rows
                                      ptrdiff_t a_col, int a_signed, const int32_t *zero_points, int32_t *row_sums);
 void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
 void dmlq_gemm_column_sums_vnni(const int8_t *b, ptrdiff_t groups, int columns, int32_t *sums);
+
+DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
+/* 64 bytes of each of 4 rows as 64 dwords of 4 bytes (one from each row, row 0 lowest), in column
+ * order in dwords[0..3]: the bytes of rows 0 1 and 2 3 interleaved, then their words (128-bit lane L of
+ * d[i] holds columns 16 L + 4 i .. 16 L + 4 i + 3), put in order by a 4 x 4 transpose of lanes. */
+static inline __attribute__((always_inline)) void dmlq_dwords_of_rows(const __m512i *r, __m512i *dwords) {
+    const __m512i low01 = _mm512_unpacklo_epi8(r[0], r[1]), high01 = _mm512_unpackhi_epi8(r[0], r[1]);
+    const __m512i low23 = _mm512_unpacklo_epi8(r[2], r[3]), high23 = _mm512_unpackhi_epi8(r[2], r[3]);
+    const __m512i d0 = _mm512_unpacklo_epi16(low01, low23), d1 = _mm512_unpackhi_epi16(low01, low23);
+    const __m512i d2 = _mm512_unpacklo_epi16(high01, high23), d3 = _mm512_unpackhi_epi16(high01, high23);
+    const __m512i t0 = _mm512_shuffle_i64x2(d0, d1, 0x44), t1 = _mm512_shuffle_i64x2(d2, d3, 0x44);
+    const __m512i t2 = _mm512_shuffle_i64x2(d0, d1, 0xee), t3 = _mm512_shuffle_i64x2(d2, d3, 0xee);
+    dwords[0] = _mm512_shuffle_i64x2(t0, t1, 0x88), dwords[1] = _mm512_shuffle_i64x2(t0, t1, 0xdd);
+    dwords[2] = _mm512_shuffle_i64x2(t2, t3, 0x88), dwords[3] = _mm512_shuffle_i64x2(t2, t3, 0xdd);
+}
+DMLQ_END_TARGET
 #endif
 
 void dmlq_gemm_requantize_portable(const int32_t *dot, const gemm_tile *tile, const gemm_quantization *q);
