@@ -1,4 +1,4 @@
-"""The float GEMM (``_core.gemm``, DirectML's GEMM) against NumPy's BLAS and onnxruntime, in one process.
+"""The float GEMM (``_core.gemm``, DirectML's GEMM) beside NumPy's BLAS, torch and onnxruntime, in one run.
 
     python benchmarks/gemm_float.py [--quick] [--threads 1,2] [--levels avx512,avx2] [--cases cnn,mlp,...]
 
@@ -18,13 +18,19 @@ process spins (``dmlq_bench.timing``):
 - numpy default: the same with OpenBLAS's own thread count (what a program gets that does not set one,
   as dmlq may not set it for its callers), timed in a block of its own after the others: its threads
   spin on after each call, beyond the harness's wait, and would slow whoever runs next;
+- torch (when installed): ``torch.matmul`` (``torch.addmm`` with C) on tensors sharing the arrays'
+  memory, B transposed as a view where TransB, on ``torch.set_num_threads`` threads;
 - onnxruntime: a one-node MatMul or Gemm model, B (and C) initializers it prepacks at session creation
   (dmlq packs B on every call), ``intra_op_num_threads`` as the block's.
 
-Ratios are each peer's best time over dmlq's best (above 1: dmlq is faster). Levels below the CPU's run
-dmlq's kernels for that level. dmlq's results are its own order of additions (each sum over k in order,
-one fused multiply-add per term); the peers' differ by float rounding: the last column is the largest
-difference between dmlq's and NumPy's warm-up results.
+One row per case, dmlq level and thread count: each contender's GFLOPS (2 per multiply-add of the
+product), dmlq's and NumPy's as a share of the level's FMA peak at that many threads (``vfmadd231ps`` in
+the kernel's tile, measured in the same run by ``dmlq_bench.ceilings.fma_peak``, the best of that many
+threads or fewer), and each peer's time over dmlq's (above 1: dmlq is faster). A last row per case and
+level gives NumPy at its default thread count. Levels below the CPU's run dmlq's kernels for that level.
+dmlq's results are its own order of additions (each sum over k in order, one fused multiply-add per
+term); the peers' differ by float rounding: the last column is the largest difference between dmlq's
+and NumPy's warm-up results.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+from dmlq_bench import ceilings  # noqa: E402
 from dmlq_bench.timing import Case, Contender, Plan, measure_block, median  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
@@ -49,10 +56,16 @@ try:
     from threadpoolctl import ThreadpoolController
 except ImportError:  # the bench extra's; NumPy's thread count cannot be set without it
     ThreadpoolController = None
+try:
+    import torch
+except ImportError:  # a peer only where installed
+    torch = None
 
+# Samples of 50 ms (20 with --quick): a thread pool woken after the harness's idle wait may first share
+# the caller's core, which a burst of several calls outlasts (a program calls its GEMMs back to back).
 PLANS = {
-    "full": Plan(runs=21, warmups=2, budget=3.0, min_sample=0.01),
-    "quick": Plan(runs=5, warmups=1, budget=0.6, min_sample=0.004),
+    "full": Plan(runs=21, warmups=2, budget=3.0, min_sample=0.05),
+    "quick": Plan(runs=5, warmups=1, budget=0.6, min_sample=0.02),
 }
 RNG = np.random.default_rng(20260219)
 
@@ -141,6 +154,15 @@ def gemm_case(group, title, batch, m, k, n, trans_b, with_c) -> Case:
 
         return prepare
 
+    def torch_matmul(threads):
+        torch.set_num_threads(threads)
+        a_t, b_t = torch.from_numpy(a), torch.from_numpy(b)
+        op_b_t = b_t.transpose(-1, -2) if trans_b else b_t
+        if c is None:
+            return lambda: torch.matmul(a_t, op_b_t)
+        c_t = torch.from_numpy(c)
+        return lambda: torch.addmm(c_t, a_t, op_b_t)
+
     def onnxruntime(threads):
         if batch or not with_c:
             return session("MatMul", a, {"b": op_b if not trans_b else np.ascontiguousarray(op_b)}, threads)
@@ -148,19 +170,24 @@ def gemm_case(group, title, batch, m, k, n, trans_b, with_c) -> Case:
 
     contenders = [Contender("dmlq", dmlq)]
     if BLAS is not None:
-        contenders += [Contender("numpy", numpy_on(False))]
+        contenders.append(Contender("numpy", numpy_on(False)))
+    if torch is not None:
+        contenders.append(Contender("torch", torch_matmul, result=lambda t: t.numpy()))
     contenders.append(Contender("onnxruntime", onnxruntime))
     work = 2.0 * np.prod(batch, dtype=float) * m * n * k
     default = [Contender("numpy default", numpy_on(True))] if BLAS is not None else []
     return Case(group, title, "GFLOP/s", work, contenders), Case(group, title, "GFLOP/s", work, default)
 
 
+PEERS = ("numpy", "torch", "onnxruntime")
+
+
 def run_case(case: Case, default: Case, threads: list[int], plan: Plan) -> tuple[dict, float]:
     """Median seconds per (contender, threads), and the largest difference of NumPy's result from dmlq's."""
     medians, widest = {}, 0.0
     blocks = [(case, t) for t in threads] + ([(default, BLAS.default)] if default.contenders else [])
-    for contenders, t in blocks:
-        block = measure_block(contenders, t, plan, verify=True)
+    for block_case, t in blocks:
+        block = measure_block(block_case, t, plan, verify=True)
         for name, samples in block["samples"].items():
             medians[(name, t)] = median(samples)
         for name, check in block["verification"].items():
@@ -169,19 +196,46 @@ def run_case(case: Case, default: Case, threads: list[int], plan: Plan) -> tuple
     return medians, widest
 
 
-def best(medians: dict, name: str) -> tuple[float, int] | None:
-    found = [(seconds, t) for (who, t), seconds in medians.items() if who == name]
-    return min(found) if found else None
+def fma_peaks(levels: list[str], threads: list[int]) -> dict[str, dict[str, float | None]]:
+    """Per level, GFLOPS of its FMA loop at each thread count (the best of that many threads or fewer)."""
+    return {
+        level: ceilings.best_of_fewer_threads({t: ceilings.fma_peak(level, t) for t in threads})
+        for level in levels
+    }
 
 
-def cell(found: tuple[float, int] | None, label_threads: bool = True) -> str:
-    if found is None:
-        return "-"
-    return f"{found[0] * 1e3:.3f} ({found[1]})" if label_threads else f"{found[0] * 1e3:.3f}"
+def gflops(work: float, seconds: float | None) -> str:
+    return "-" if seconds is None else f"{work / seconds / 1e9:.1f}"
 
 
-def ratio(found: tuple[float, int] | None, mine: float) -> str:
-    return "-" if found is None else f"{found[0] / mine:.2f}"
+def share(work: float, seconds: float | None, peak: float | None) -> str:
+    return "-" if seconds is None or peak is None else f"{work / seconds / 1e9 / peak:.0%}"
+
+
+def ratio(seconds: float | None, mine: float | None) -> str:
+    return "-" if seconds is None or mine is None else f"{seconds / mine:.2f}"
+
+
+def rows(case: Case, level: str, medians: dict, widest: float, peaks: dict[str, float | None]) -> list[str]:
+    """The table's rows of one case at one level: a row per thread count, then NumPy's default."""
+    lines, work = [], case.work
+    for t in sorted({t for _, t in medians if (("dmlq", t) in medians)}):
+        peak, mine = peaks.get(str(t)), medians.get(("dmlq", t))
+        theirs = [medians.get((name, t)) for name in PEERS]
+        peak_cell = "-" if peak is None else f"{peak:.0f}"
+        lines.append(
+            f"| {case.title} | {level} | {t} | {peak_cell} | {gflops(work, mine)} | "
+            f"{share(work, mine, peak)} | "
+            + " | ".join(gflops(work, seconds) for seconds in theirs)
+            + f" | {share(work, theirs[0], peak)} | "
+            + " | ".join(ratio(seconds, mine) for seconds in theirs)
+            + f" | {widest:.1e} |"
+        )
+    if BLAS is not None and ("numpy default", BLAS.default) in medians:
+        seconds = medians[("numpy default", BLAS.default)]
+        lines.append(f"| {case.title} | {level} | NumPy's default ({BLAS.default}) | | | | "
+                     f"{gflops(work, seconds)} | | | | | | | |")  # fmt: skip
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -203,13 +257,16 @@ def main(argv: list[str] | None = None) -> None:
     blas = (
         "no threadpoolctl: NumPy left out" if BLAS is None else f"NumPy's BLAS default {BLAS.default} threads"
     )
+    peers = f"torch {torch.__version__}" if torch is not None else "no torch"
+    peaks = fma_peaks(levels, threads)
     print(f"# {' '.join(sys.argv)}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {platform.machine()}, {_core.detected_level()}, onnxruntime "
-          f"{ort.__version__}, NumPy {np.__version__}, {blas}; threads {threads}; medians, ms (threads); "
-          "ratio = peer's best / dmlq's best")  # fmt: skip
-    print("| case | level | dmlq | numpy | numpy default | onnxruntime | numpy / dmlq | numpy default / dmlq "
-          "| onnxruntime / dmlq | dmlq - numpy |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"{ort.__version__}, NumPy {np.__version__}, {blas}, {peers}; medians; GFLOPS; peak: the level's "
+          f"FMA loop ({', '.join(f'{lv} {ceilings.fma_instruction(lv)}' for lv in levels)}); "
+          "peer / dmlq: the peer's time over dmlq's")  # fmt: skip
+    print("| case | level | threads | peak | dmlq | dmlq / peak | numpy | torch | onnxruntime | numpy / peak "
+          "| numpy / dmlq | torch / dmlq | onnxruntime / dmlq | dmlq - numpy |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for level in levels:
             _core.set_level(level)
@@ -218,12 +275,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 case, default = gemm_case(*shape)
                 medians, widest = run_case(case, default, threads, plan)
-                mine = best(medians, "dmlq")
-                found = {name: best(medians, name) for name in ("numpy", "numpy default", "onnxruntime")}
-                print(f"| {case.title} | {level} | {cell(mine)} | {cell(found['numpy'])} | "
-                      f"{cell(found['numpy default'], False)} | {cell(found['onnxruntime'])} | "
-                      f"{ratio(found['numpy'], mine[0])} | {ratio(found['numpy default'], mine[0])} | "
-                      f"{ratio(found['onnxruntime'], mine[0])} | {widest:.1e} |", flush=True)  # fmt: skip
+                print("\n".join(rows(case, level, medians, widest, peaks[level])), flush=True)
     finally:
         _core.set_level(_core.detected_level())
         if BLAS is not None:
