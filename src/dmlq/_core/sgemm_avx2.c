@@ -151,6 +151,6 @@ static void store_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
 
 DMLQ_END_TARGET
 
-const sgemm_kernels dmlq_sgemm_avx2 = {MR, NR, 24 * MR, 256, 1024, tile, 0, pack_a, pack_b,
+const sgemm_kernels dmlq_sgemm_avx2 = {MR, NR, 24 * MR, 256, 1024, tile, 0, pack_a_transposing, pack_b_transposing,
                                        few_rows, FEW_ROWS, 8 * FEW_VECTORS, store_halves, &dmlq_rows_avx2};
 #endif

@@ -12,7 +12,7 @@
  * LANES floats are stored whole, the next k's store putting its own first ones back, and the k left
  * after the last whole block (one at least) are copied one by one, so nothing is written beyond the
  * panel. */
-static void pack_a(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
+static void pack_a_transposing(float *dst, const char *a, int rows, ptrdiff_t k, ptrdiff_t a_row, ptrdiff_t a_col, int type) {
     const ptrdiff_t size = type == DMLQ_F16 ? 2 : 4;
     if (a_col != size) {
         dmlq_sgemm_pack_a_portable(dst, a, rows, k, a_row, a_col, type, MR);
@@ -50,7 +50,7 @@ static void pack_b_transposed(float *dst, ptrdiff_t ldd, const char *b, int colu
         dmlq_sgemm_pack_b_portable(dst + whole * ldd, ldd, b + whole * size, columns, k - whole, size, b_col, type, NR);
 }
 
-static void pack_b(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
+static void pack_b_transposing(float *dst, ptrdiff_t ldd, const char *b, int columns, ptrdiff_t k, ptrdiff_t b_row,
                    ptrdiff_t b_col, int type) {
     if (b_row == (type == DMLQ_F16 ? 2 : 4))
         pack_b_transposed(dst, ldd, b, columns, k, b_col, type);
