@@ -27,7 +27,8 @@ One row per case, dmlq level and thread count: each contender's GFLOPS (2 per mu
 product), dmlq's and NumPy's as a share of the level's FMA peak at that many threads (``vfmadd231ps`` in
 the kernel's tile, measured in the same run by ``dmlq_bench.ceilings.fma_peak``, the best of that many
 threads or fewer), and each peer's time over dmlq's (above 1: dmlq is faster). A last row per case and
-level gives NumPy at its default thread count. Levels below the CPU's run dmlq's kernels for that level.
+level gives NumPy at its default thread count. Levels below the CPU's run dmlq's kernels for that level
+(the peers run their own kernels whatever the level, against the same peak).
 dmlq's results are its own order of additions (each sum over k in order, one fused multiply-add per
 term); the peers' differ by float rounding: the last column is the largest difference between dmlq's
 and NumPy's warm-up results.
