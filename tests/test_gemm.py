@@ -1,6 +1,7 @@
 """GEMM (float32 / float16): the reference and the compiled operator against float64 products and
-onnxruntime CPU's Gemm (within float32 rounding: BLAS's order of additions is nobody's promise), exact
-where the products are; its validation rules."""
+onnxruntime CPU's Gemm (within float32 rounding: MLAS sums in its own order, and DirectML promises
+none), exact where the products are; its validation rules. tests/test_gemm_kernels.py holds the
+kernel to the reference's order bit for bit."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ CORE=src/dmlq/_core
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 FLAGS=(-std=gnu11 -O2 -ffp-contract=off -Werror=implicit-function-declaration -Wall -Werror -I"$CORE")
-KERNEL_TESTS=(tests/test_kernels.py tests/test_one_step_calls.py tests/test_buffers.py tests/test_packed.py tests/test_family_kernels.py tests/test_activations.py tests/test_erf.py tests/test_platform_numbers.py)
+KERNEL_TESTS=(tests/test_kernels.py tests/test_one_step_calls.py tests/test_buffers.py tests/test_packed.py tests/test_family_kernels.py tests/test_gemm_kernels.py tests/test_activations.py tests/test_erf.py tests/test_platform_numbers.py)
 PYTHON=${PYTHON:-python}
 SUMMARY=()
 FAILED=0

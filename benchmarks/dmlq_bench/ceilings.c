@@ -6,7 +6,8 @@
  *   (6 x 16, 16 int16 products each: the AVX2 kernel's pair), or 12 pmaddwd + paddd on xmm (SSE2, 8
  *   products each: what the portable kernel compiles to on x86-64); the seconds are the CPU time of
  *   the thread that took longest, so that time other programs take from a core is not counted (the
- *   multipliers are each core's own);
+ *   multipliers are each core's own); or the float GEMM's tile of vfmadd231ps: 28 on zmm (14 rows x 32
+ *   columns, 16 products each: the AVX-512 kernel's) or 12 on ymm (6 x 16, 8 each: the AVX2 kernel's);
  * - dmlq_probe_memory: every thread passes over its share of `bytes` bytes (contiguous, a thread's
  *   share after another's) `repeats` times in full cache lines: a read sums the words so no load is
  *   dropped and writes nothing; a write stores a constant; a copy loads `source` and stores `target`.
@@ -55,6 +56,7 @@ enum { STEPS = 64, STEP_BYTES = 256 }; /* the buffer: 16 KiB */
 
 #define DPBUSD(acc, a, b) __asm__("vpdpbusd %1, %2, %0" : "+v"(acc) : "v"(a), "v"(b));
 #define VPMADDWD(acc, a, b) __asm__("vpmaddwd %2, %3, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(t) : "x"(a), "x"(b));
+#define VFMADD(acc, a, b) __asm__("vfmadd231ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
 #define PMADDWD(acc, a, b) __asm__("movdqa %2, %1\n\tpmaddwd %3, %1\n\tpaddd %1, %0" : "+x"(acc), "=&x"(t) : "x"(a), "x"(b));
 
 /* 8 rows x 3 vectors of 16 columns: the VNNI kernel's 8 x 48 tile. */
@@ -111,6 +113,47 @@ static int64_t pmaddwd_rounds(long rounds, const char *buffer) {
     __m128i sum = sums[0];
     for (int i = 1; i < 12; i++) sum = _mm_add_epi32(sum, sums[i]);
     return _mm_cvtsi128_si32(sum);
+}
+
+/* The float GEMM's tiles: a float of each row of A broadcast, fused into two vectors of B's row (the
+ * buffer then holds floats of a few eighths: the sums stay finite and never denormal). */
+__attribute__((target("avx512f"))) static int64_t vfmadd_zmm_rounds(long rounds, const char *buffer) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+           c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00,
+           c90 = c00, c91 = c00, cA0 = c00, cA1 = c00, cB0 = c00, cB1 = c00, cC0 = c00, cC1 = c00, cD0 = c00, cD1 = c00;
+    for (long r = 0; r < rounds; r++) {
+        const float *p = (const float *)(buffer + r % STEPS * STEP_BYTES);
+        const __m512 b0 = _mm512_load_ps(p), b1 = _mm512_load_ps(p + 16);
+        __m512 a;
+#define ROW(i, n) a = _mm512_set1_ps(p[32 + n]); VFMADD(c##i##0, a, b0) VFMADD(c##i##1, a, b1)
+        ROW(0, 0) ROW(1, 1) ROW(2, 2) ROW(3, 3) ROW(4, 4) ROW(5, 5) ROW(6, 6) ROW(7, 7) ROW(8, 8) ROW(9, 9)
+        ROW(A, 10) ROW(B, 11) ROW(C, 12) ROW(D, 13)
+#undef ROW
+    }
+    const __m512 sums[] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61,
+                           c70, c71, c80, c81, c90, c91, cA0, cA1, cB0, cB1, cC0, cC1, cD0, cD1};
+    __m512 sum = sums[0];
+    for (int i = 1; i < 28; i++) sum = _mm512_add_ps(sum, sums[i]);
+    return (int64_t)_mm512_reduce_add_ps(sum);
+}
+
+__attribute__((target("avx2,fma"))) static int64_t vfmadd_ymm_rounds(long rounds, const char *buffer) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+           c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (long r = 0; r < rounds; r++) {
+        const float *p = (const float *)(buffer + r % STEPS * STEP_BYTES);
+        const __m256 b0 = _mm256_load_ps(p), b1 = _mm256_load_ps(p + 8);
+        __m256 a;
+#define ROW(i) a = _mm256_set1_ps(p[16 + i]); VFMADD(c##i##0, a, b0) VFMADD(c##i##1, a, b1)
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+    const __m256 sums[] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    __m256 sum = sums[0];
+    for (int i = 1; i < 12; i++) sum = _mm256_add_ps(sum, sums[i]);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, sum);
+    return (int64_t)lanes[0];
 }
 
 /* Four independent sums of 64-bit words, a cache line (or two) per step. */
@@ -199,8 +242,13 @@ static void *run(void *argument) {
         pass(w);
     } else {
         _Alignas(64) char operands[STEPS * STEP_BYTES];
-        for (size_t i = 0; i < sizeof operands; i++) operands[i] = (char)(i * 37 + w->thread);
-        w->sink = w->kind == 2   ? vpdpbusd_rounds(w->rounds, operands)
+        if (w->kind >= 3)
+            for (size_t i = 0; i < sizeof operands / 4; i++) ((float *)operands)[i] = (float)(i % 7) * 0.125f;
+        else
+            for (size_t i = 0; i < sizeof operands; i++) operands[i] = (char)(i * 37 + w->thread);
+        w->sink = w->kind == 4   ? vfmadd_zmm_rounds(w->rounds, operands)
+                  : w->kind == 3 ? vfmadd_ymm_rounds(w->rounds, operands)
+                  : w->kind == 2 ? vpdpbusd_rounds(w->rounds, operands)
                   : w->kind == 1 ? vpmaddwd_rounds(w->rounds, operands)
                                  : pmaddwd_rounds(w->rounds, operands);
     }
@@ -236,7 +284,8 @@ static double timed(work task, int threads) {
     return task.task == MULTIPLY ? cpu_seconds : seconds;
 }
 
-/* kind: 2 vpdpbusd (zmm), 1 vpmaddwd + vpaddd (ymm), 0 pmaddwd + paddd (xmm). */
+/* kind: 4 vfmadd231ps (zmm), 3 vfmadd231ps (ymm), 2 vpdpbusd (zmm), 1 vpmaddwd + vpaddd (ymm), 0 pmaddwd +
+ * paddd (xmm). */
 double dmlq_probe_multiply(int kind, long rounds, int threads) {
     return timed((work){.task = MULTIPLY, .kind = kind, .rounds = rounds}, threads);
 }

@@ -11,6 +11,9 @@ best of ``SAMPLES`` runs of at least ``sample_seconds`` each (``SAMPLE_SECONDS``
   x s8 products), ``vpmaddwd`` + ``vpaddd`` ymm at ``avx2`` and ``avx512`` (16 exact int16 products;
   both levels multiply with the AVX2 kernel), and SSE2 ``pmaddwd`` + ``paddd`` at ``portable`` (what
   its C loop compiles to on x86-64). None at ``amx``: its tdpbusd needs the tile state, not probed.
+- ``fma_peak(level, threads)``: GFLOPS (2 per fused multiply-add) of ``vfmadd231ps``, the float GEMM's
+  instruction, in the same way in its kernel's tile: zmm (14 rows x 2 vectors) at ``avx512`` and
+  above, ymm (6 x 2) at ``avx2``. None at ``portable`` (its C loop calls ``fmaf``: no vector peak).
 - ``memory_bandwidth(kind, size, threads)``: bytes per (wall-clock) second that ``threads`` threads
   move in passes over a buffer of ``size`` bytes, each its own share, again and again: ``read``
   (loads only), ``write`` (stores only) or ``copy`` (to a second such buffer, counting the bytes read
@@ -50,6 +53,12 @@ MULTIPLY_LOOPS = {
     "avx512": (1, 12 * 16, "vpmaddwd + vpaddd ymm"),
     "avx2": (1, 12 * 16, "vpmaddwd + vpaddd ymm"),
     "portable": (0, 12 * 8, "pmaddwd + paddd xmm (SSE2)"),
+}
+# level: (the loop's kind in ceilings.c, float products per step of its loop, the instruction)
+FMA_LOOPS = {
+    "avx512_vnni": (4, 28 * 16, "vfmadd231ps zmm"),
+    "avx512": (4, 28 * 16, "vfmadd231ps zmm"),
+    "avx2": (3, 12 * 8, "vfmadd231ps ymm"),
 }
 PASSES = {"read": 0, "write": 1, "copy": 2}  # the tasks of dmlq_probe_memory in ceilings.c
 STORES = {"ordinary": 0, "non-temporal": 1}
@@ -104,9 +113,24 @@ def multiply_instruction(level: str) -> str | None:
 
 def multiply_peak(level: str, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> float | None:
     """GOPS of ``level``'s multiply instruction on ``threads`` threads (None: no loop for it)."""
-    if level not in MULTIPLY_LOOPS:
+    return _loop_peak(MULTIPLY_LOOPS.get(level), threads, sample_seconds)
+
+
+def fma_instruction(level: str) -> str | None:
+    """The instruction whose loop gives ``level``'s float peak, or None."""
+    loop = FMA_LOOPS.get(level)
+    return loop[2] if loop else None
+
+
+def fma_peak(level: str, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> float | None:
+    """GFLOPS of ``level``'s float GEMM instruction on ``threads`` threads (None: no loop for it)."""
+    return _loop_peak(FMA_LOOPS.get(level), threads, sample_seconds)
+
+
+def _loop_peak(loop: tuple[int, int, str] | None, threads: int, sample_seconds: float) -> float | None:
+    if loop is None:
         return None
-    kind, products, _ = MULTIPLY_LOOPS[level]
+    kind, products, _ = loop
     library = _library()
     operations = 2.0 * products * threads
 

@@ -156,3 +156,17 @@ def dynamic_quantization(
     x: _Array, is_signed: bool, out: _Array | None = ..., reciprocal_division: bool = ...
 ) -> tuple[float, int, bool]: ...
 def value_range(x: _Array) -> tuple[float, float]: ...
+
+# The float GEMM (src/dmlq/_core/py_sgemm.c)
+def gemm(
+    a: _Array,
+    b: _Array,
+    c: _Array | None,
+    out: _Array,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: float,
+    beta: float,
+    activation_type_value: int,
+    parameters: tuple[float, float],
+) -> None: ...

@@ -392,11 +392,12 @@ def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, recipr
 
 
 def gemm(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
-    """The float GEMM: NumPy's BLAS (the issue allows it; its accumulation order is not DirectML's)."""
-    transposed = {"trans_a": desc.trans_a == MatrixTransform.TRANSPOSE,
-                  "trans_b": desc.trans_b == MatrixTransform.TRANSPOSE}  # fmt: skip
-    out[...] = reference.gemm(views["a"], views["b"], views["c"], out.dtype, alpha=desc.alpha, beta=desc.beta,
-                              fused_activation=desc.fused_activation, **transposed)  # fmt: skip
+    """The float GEMM in the compiled core: each output's sum over k in order, one float32 fused
+    multiply-add per term (dmlq.reference.gemm), at every level and thread count."""
+    activation, parameters = _activation(desc)
+    transposed = (desc.trans_a == MatrixTransform.TRANSPOSE, desc.trans_b == MatrixTransform.TRANSPOSE)
+    scalars = (*transposed, desc.alpha, desc.beta, activation, parameters)
+    _call(_core.gemm, (views["a"], views["b"], views["c"]), out, *scalars)
 
 
 Kernel = Callable[[OperatorDesc, Views, Operand, bool], None]

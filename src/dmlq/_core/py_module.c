@@ -566,6 +566,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "dmlq._core", "dmlq's compiled kernels.", -1, methods};
 
 PyMethodDef *dmlq_py_family_methods(void); /* py_family.c */
+PyMethodDef *dmlq_py_sgemm_methods(void);  /* py_sgemm.c */
 
 PyMODINIT_FUNC PyInit__core(void) {
     import_array();
@@ -573,7 +574,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (dmlq_py_output_cache_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddFunctions(m, dmlq_py_family_methods()) < 0) {
+    if (PyModule_AddFunctions(m, dmlq_py_family_methods()) < 0 || PyModule_AddFunctions(m, dmlq_py_sgemm_methods()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

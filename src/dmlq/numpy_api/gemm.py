@@ -33,7 +33,8 @@ def gemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, *, trans_a: boo
          out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """``fused_activation(alpha * op(a) @ op(b) + beta * c)`` in float32, ``op`` transposing the last
     two dimensions with ``trans_a`` / ``trans_b``; float16 operands are computed in float32 and the
-    result rounded once. The K additions are BLAS's, in its order (DirectML promises none).
+    result rounded once. Each sum runs over k in order, one float32 fused multiply-add per term
+    (:func:`dmlq.reference.gemm`; DirectML promises no order).
 
     ``a``, ``b`` and ``c`` (None: no C, ``beta`` unused) have one dtype, float32 or float16 (float64
     converts to float32; Python numbers and lists take the others' float dtype, else float32).

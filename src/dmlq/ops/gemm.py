@@ -109,12 +109,20 @@ class Gemm(OperatorDesc):
              "[..., M, N], with equal batch sizes", _matrix_shapes),
     )  # fmt: skip
     DECISIONS = (
-        "**Arithmetic**: float32 (FLOAT16 operands widened exactly, the result rounded once to FLOAT16): "
-        "`alpha * (A @ B)` through NumPy's BLAS, `+ beta * C`, then the fused activation in float64 on the "
-        "float32 value, rounded to float32, as ElementWiseAdd1 evaluates it. The order of the K additions "
-        "is BLAS's: neither the page nor dmlq promises one, and DirectML's GPUs (its FLOAT16 GEMM among "
-        "them: DirectML 1.15 emulates it in FP32 on Intel for precision, Releases.md) may round "
-        "differently.",
+        "**Arithmetic**: float32 (FLOAT16 operands widened exactly, the result rounded once to FLOAT16). "
+        "Each element of `A x B` is a float32 sum over k in order, k = 0 to K - 1, from +0, with one fused "
+        "multiply-add per term (`acc = fma(a[i, k], b[k, j], acc)`: one rounding per term); then "
+        "`alpha * acc` and `beta * C` are float32 products, their sum a float32 addition, and the fused "
+        "activation is evaluated in float64 on the float32 value and rounded to float32, as ElementWiseAdd1 "
+        "evaluates it. The page states no order or precision, and DirectML's GPUs may round differently "
+        "(DirectML 1.15 emulates the FLOAT16 GEMM in FP32 on Intel for precision, Releases.md). dmlq fixes "
+        "this order because every CPU computes it alike (an IEEE fusedMultiplyAdd on AVX-512, AVX2 + FMA, "
+        "ARM64 and in the C library's `fmaf`): its kernels give the same bits at every level, blocking and "
+        "thread count, and `dmlq.reference.gemm` checks them bit for bit. A sum split along K (BLAS's, whose "
+        "order depends on the machine and the thread count) could not be checked so; the price is that no "
+        "kernel vectorises along K, so a few rows of A against a TransB B pack B first. Which NaN a NaN "
+        "result is (its sign and payload) is not promised: CPUs' fused multiply-adds propagate different "
+        "operands.",
         "**K = 0** cannot be described: every size is at least 1 (onnxruntime's ZeroKWithBias Gemm test "
         "excludes DirectML, `onnxruntime/test/providers/cpu/math/gemm_test.cc`).",
         "**Batches** broadcast only through zero strides, C only through zero strides to the output's sizes"
