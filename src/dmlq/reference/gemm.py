@@ -76,4 +76,5 @@ def fma(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
         bits = total.view(np.int64)
         to_odd = (error != 0) & (bits & 1 == 0) & np.isfinite(total)
         bits = np.where(to_odd, bits + np.where((error > 0) == (total > 0), 1, -1), bits)
-        return bits.view(np.float64).astype(np.float32)
+        rounded: np.ndarray = bits.view(np.float64).astype(np.float32)
+        return rounded
