@@ -32,8 +32,9 @@ array([[ 0,  2,  2],
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from typing import NamedTuple, overload
 
 import dask.array as da
 import numpy as np
@@ -70,9 +71,27 @@ __all__ = [
 # -- operands ----------------------------------------------------------------------------------
 
 
-def _small(value: object) -> object:
+@overload
+def _small(value: None) -> None: ...
+@overload
+def _small(value: ArrayLike) -> ArrayLike: ...
+def _small(value: ArrayLike | None) -> ArrayLike | None:
     """A scale or zero point, computed now if it is lazy, so that its values are checked now."""
     return value.compute() if isinstance(value, da.Array) else value
+
+
+class _Known(NamedTuple):
+    """A Dask array's shape as the NumPy layer's shape rules read it: every size known, so an int."""
+
+    shape: tuple[int, ...]
+
+
+def _known(array: da.Array, name: str) -> _Known:
+    """``array``'s shape for the shape rules; refused where Dask does not know a size (NaN, as after
+    boolean indexing), which no rule could check."""
+    if any(math.isnan(size) for size in array.shape):
+        raise DmlError(f"{name}: unknown chunk sizes; call compute_chunk_sizes() first")
+    return _Known(tuple(int(size) for size in array.shape))
 
 
 def _data(value: object, name: str, convert: Callable[[object, str], np.ndarray]) -> da.Array:
@@ -80,25 +99,32 @@ def _data(value: object, name: str, convert: Callable[[object, str], np.ndarray]
     it. A Dask array's dtype is checked now on an empty stand-in; its blocks are converted lazily
     by ``convert`` itself, so that values beyond the new dtype's range raise when computed."""
     if not isinstance(value, da.Array):
-        return da.from_array(convert(value, name))
-    if any(math.isnan(size) for size in value.shape):
-        raise DmlError(f"{name}: unknown chunk sizes; call compute_chunk_sizes() first")
+        wrapped: da.Array = da.from_array(convert(value, name))
+        return wrapped
+    _known(value, name)
     dtype = convert(np.empty(0, value.dtype), name).dtype
-    return value if value.dtype == dtype else value.map_blocks(convert, name, dtype=dtype)
+    if value.dtype == dtype:
+        return value
+    # da.map_blocks, which Array.map_blocks calls: typeshed's functools.wraps does not bind methods.
+    converted: da.Array = da.map_blocks(convert, value, name, dtype=dtype)
+    return converted
 
 
 def _float_operand(python_dtype: np.dtype) -> Callable[[object, str], np.ndarray]:
     return partial(rules.data, allowed=ADD_DATA, python_dtype=python_dtype, floats=F32)
 
 
-def _stand_in(value: object) -> object:
+def _stand_in(value: ArrayLike) -> ArrayLike:
     """What the NumPy layer's dtype rules see of ``value``: an empty array of a Dask array's dtype."""
     return np.empty(0, value.dtype) if isinstance(value, da.Array) else value
 
 
 def _lazy(value: da.Array | np.ndarray) -> da.Array:
+    if isinstance(value, da.Array):
+        return value
     # One chunk: blockwise alignment then cuts it along the data's chunks, never the reverse.
-    return value if isinstance(value, da.Array) else da.from_array(value, chunks=-1)
+    whole: da.Array = da.from_array(value, chunks=-1)
+    return whole
 
 
 def _call_by_name(*blocks: np.ndarray, function: Callable[..., np.ndarray],
@@ -106,7 +132,7 @@ def _call_by_name(*blocks: np.ndarray, function: Callable[..., np.ndarray],
     return function(**dict(zip(names, blocks)))
 
 
-def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object],
+def _map_blocks(function: Callable[..., np.ndarray], operands: Mapping[str, da.Array | np.ndarray | None],
                 dtype: np.dtype) -> da.Array:  # fmt: skip
     """``function(**operands)`` block by block, the operands broadcast like NumPy's (aligned on
     their last dimension) and their chunks aligned; None operands are passed as None.
@@ -117,13 +143,14 @@ def _map_blocks(function: Callable[..., np.ndarray], operands: dict[str, object]
     """
     present = {name: _lazy(value) for name, value in operands.items() if value is not None}
     absent = {name: None for name, value in operands.items() if value is None}
-    ndim = len(broadcast_shape(**present))
+    ndim = len(broadcast_shape(**{name: _known(array, name) for name, array in present.items()}))
     indices = [tuple(range(array.ndim))[::-1] for array in present.values()]
-    return da.blockwise(
+    result: da.Array = da.blockwise(
         _call_by_name, tuple(range(ndim))[::-1], *_interleaved(list(present.values()), indices),
         function=partial(function, **absent), names=tuple(present), dtype=dtype,
         meta=np.empty((0,) * ndim, dtype), token=getattr(function, "func", function).__name__,
     )  # fmt: skip
+    return result
 
 
 # -- the element-wise functions ----------------------------------------------------------------
@@ -158,7 +185,7 @@ def dequantize_linear(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | No
     scale = rules.scale(scale, "scale", rules.scale_dtype(scale, "scale"))
     q = _data(q, "q", partial(integer_data, zero_point=zero_point, allowed=DEQUANTIZE_DATA))
     zero_point = rules.zero_point(zero_point, "zero_point", q.dtype, "q", DEQUANTIZE_DATA)
-    operands = {"q": q, "scale": scale, "zero_point": zero_point}
+    operands: dict[str, da.Array | np.ndarray | None] = {"q": q, "scale": scale, "zero_point": zero_point}
     return _map_blocks(numpy_api.dequantize_linear, operands, scale.dtype)
 
 
@@ -199,7 +226,7 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
     b = _data(b, "b", partial(integer_data, zero_point=small["b_zero_point"], allowed=data))
     # The NumPy layer's checks; the scales and zero points, converted to its dtypes, are operands of
     # every block, so that their dimensions are the result's too.
-    out_dtype, quantization = quantized_add.parameters_of(a.dtype, b.dtype, *small.values(), dtype)
+    out_dtype, quantization = quantized_add.parameters_of(a.dtype, b.dtype, **small, dtype=dtype)
     function = partial(numpy_api.quantized_linear_add, dtype=out_dtype)
     return _map_blocks(function, {"a": a, "b": b, **quantization}, out_dtype)
 
@@ -241,12 +268,15 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     if packed is not None:
         b_scale, b_zero_point = packed_parameters(packed, b_scale, b_zero_point)
         b = _shape_of(packed)
-    a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point = map(
-        _small, (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
+    a_scale, a_zero_point, output_scale = _small(a_scale), _small(a_zero_point), _small(output_scale)
+    b_scale, b_zero_point, output_zero_point = (
+        _small(b_scale),
+        _small(b_zero_point),
+        _small(output_zero_point),
     )
     a = _data(a, "a", partial(integer_data, zero_point=a_zero_point, allowed=MATRIX_DATA))
     b = _data(b, "b", partial(integer_data, zero_point=b_zero_point, allowed=MATRIX_DATA))
-    check_matrices(a, b)
+    check_matrices(_known(a, "a"), _known(b, "b"))
     m, n = a.shape[-2], b.shape[-1]
     out_dtype, quantization = parameters_of(a.dtype, b.dtype, a_scale, a_zero_point, b_scale, b_zero_point,
                                             output_scale, output_zero_point, dtype, packed)  # fmt: skip
@@ -255,11 +285,11 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     # are {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensors of the result's dimension count, so
     # that the result has those leading dimensions too.
     values = {name: value for name, (_, value) in quantization.items()}
-    ndim = len(matrix_batch({"a": a, "b": b, **values})) + 2
+    ndim = len(matrix_batch({"a": _known(a, "a"), "b": _known(b, "b"), **values})) + 2
     operands = {name: matrix_quantization(value, name, kind, m, n, ndim)
                 for name, (kind, value) in quantization.items()}  # fmt: skip
     if packed is not None or b.numblocks[-2] == 1:
-        return _packed_product(a, b, packed, operands, out_dtype)
+        return _packed_product(a, b, packed, operands, out_dtype, ndim)
     a_zero_point, b_zero_point = (
         _two_dimensional(operands.pop(name)) for name in ("a_zero_point", "b_zero_point")
     )
@@ -269,14 +299,14 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
 
 
 def _packed_product(a: da.Array, b: da.Array, packed: PackedMatrix | None,
-                    operands: dict[str, np.ndarray | None], out_dtype: np.dtype) -> da.Array:  # fmt: skip
+                    operands: dict[str, np.ndarray | None], out_dtype: np.dtype,
+                    ndim: int) -> da.Array:  # fmt: skip
     """The product where B is one chunk along K: B packed once per block (or ``packed``, B's
     one block, as given), each tile the NumPy layer's multiply of an A block by a packed block.
 
     ``operands`` are the scales and zero points as the result's {1.., M, 1} / {1.., 1, N} /
-    {1.., 1, 1} tensors.
+    {1.., 1, 1} tensors, of the result's ``ndim`` dimensions.
     """
-    ndim = operands["a_scale"].ndim
     batch = tuple(f"batch{i}" for i in range(ndim - 2))
     a_index = (*batch[len(batch) + 2 - a.ndim :], "m", "k")
     b_index = (*batch[len(batch) + 2 - b.ndim :], "k", "n")
@@ -290,11 +320,12 @@ def _packed_product(a: da.Array, b: da.Array, packed: PackedMatrix | None,
         for item in _indexed(operands[name], out_index)
     ]
     # concatenate=False: the A block and the packing come as one-element lists along K (one chunk).
-    return da.blockwise(
+    result: da.Array = da.blockwise(
         _multiply_block, out_index, a, a_index, packings, b_index, *requantization,
         concatenate=False, dtype=out_dtype, meta=np.empty((0,) * ndim, out_dtype),
         output_dtype=out_dtype, token="quantized_linear_matrix_multiply",
     )  # fmt: skip
+    return result
 
 
 def _whole_along_batch_of(b: da.Array, a_ndim: int) -> dict[int, int]:
@@ -311,16 +342,18 @@ def _packings(b: da.Array, b_index: tuple[str, ...], operands: dict[str, np.ndar
         for name in ("b_scale", "b_zero_point")
         for item in _indexed(_two_dimensional(operands[name]), ("k", "n"))
     ]
-    return da.blockwise(
+    packings: da.Array = da.blockwise(
         numpy_api.pack_matrix_multiply_b, b_index, b, b_index, *columns,
         dtype=object, meta=np.empty((0,) * b.ndim, object), token="pack_matrix_multiply_b",
     )  # fmt: skip
+    return packings
 
 
 def _shape_of(packed: PackedMatrix) -> da.Array:
     """B's shape and data type as one Dask chunk, for the shape rules and the blocks' alignment;
     its data is never computed (the tiles take the packing), so B is not unpacked for it."""
-    return da.empty(packed.shape, dtype=packed.dtype, chunks=-1)
+    empty: da.Array = da.empty(packed.shape, dtype=packed.dtype, chunks=-1)
+    return empty
 
 
 def _one_block(packed: PackedMatrix, b: da.Array) -> da.Array:
@@ -366,14 +399,15 @@ def _exact_product(a: da.Array, a_zero_point: np.ndarray | None, b: da.Array,
         adjust_chunks={"k": 1}, align_arrays=False, dtype=np.int64,
         meta=np.empty((0,) * (len(batch) + 3), np.int64),
     )  # fmt: skip
-    return products.sum(axis=-2, dtype=np.int64)
+    summed: da.Array = products.sum(axis=-2, dtype=np.int64)
+    return summed
 
 
-def _interleaved(arrays: list, indices: tuple) -> list:
+def _interleaved(arrays: Sequence[object], indices: Sequence[object]) -> list[object]:
     return [item for pair in zip(arrays, indices) for item in pair]
 
 
-def _indexed(zero_point: np.ndarray | None, index: tuple[str, str]) -> tuple[object, object]:
+def _indexed(zero_point: np.ndarray | None, index: tuple[str, ...]) -> tuple[object, object]:
     """A blockwise argument pair: the zero point cut like its operand, or a constant None."""
     return (None, None) if zero_point is None else (_lazy(zero_point), index)
 
@@ -385,6 +419,6 @@ def _partial_product(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | No
     float64 (BLAS) is exact here: every term is an integer below 2**16 in magnitude, so every
     partial sum is an exact integer while a K chunk is shorter than 2**53 / 255**2 (~1.4e11).
     """
-    product = np.matmul(centred(a, a_zero_point).astype(np.float64),
+    product: np.ndarray = np.matmul(centred(a, a_zero_point).astype(np.float64),
                         centred(b, b_zero_point).astype(np.float64))  # fmt: skip
     return product.astype(np.int64)[..., np.newaxis, :]

@@ -3,6 +3,8 @@ QuantizedLinearMatrixMultiply, with B packed once for the compiled kernels where
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
@@ -13,7 +15,7 @@ from ..packed import PackedMatrix
 from ..reference.saturate import saturate
 from . import one_step, rules
 from .compiling import DEVICE, compiled, delivered, describable, supported_dtypes, target
-from .rules import F32, broadcast_named, integer_data, output_dtype
+from .rules import F32, HasShape, broadcast_named, integer_data, output_dtype
 
 __all__ = ["pack_matrix_multiply_b", "quantized_linear_matrix_multiply"]
 
@@ -161,12 +163,13 @@ def _as_row(value: np.ndarray | None) -> np.ndarray | None:
     return None if value is None else value.reshape(1, -1)
 
 
-def check_matrix_dimensions(operand: np.ndarray, name: str) -> None:
-    if not 2 <= operand.ndim <= 4:
-        raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes 2 to 4")
+def check_matrix_dimensions(operand: HasShape, name: str) -> None:
+    ndim = len(operand.shape)
+    if not 2 <= ndim <= 4:
+        raise DmlError(f"{name}: {ndim} dimensions; the matrix multiply takes 2 to 4")
 
 
-def check_matrices(a: np.ndarray, b: np.ndarray) -> None:
+def check_matrices(a: HasShape, b: HasShape) -> None:
     """``a`` is ``[..., M, K]`` and ``b`` ``[..., K, N]``, each of 2 to 4 dimensions."""
     check_matrix_dimensions(a, "a")
     check_matrix_dimensions(b, "b")
@@ -175,14 +178,17 @@ def check_matrices(a: np.ndarray, b: np.ndarray) -> None:
                        f"{b.shape[-2]} rows")  # fmt: skip
 
 
-def matrix_batch(operands: dict[str, np.ndarray | None]) -> tuple[int, ...]:
+def matrix_batch(operands: Mapping[str, HasShape | None]) -> tuple[int, ...]:
     """The result's batch dimensions: NumPy's broadcasting of every operand's dimensions before
     its last two (as numpy.matmul for a and b, as any NumPy operand for scales and zero points)."""
     batches = {}
     for name, operand in operands.items():
-        if operand is not None and operand.ndim > 4:
-            raise DmlError(f"{name}: {operand.ndim} dimensions; the matrix multiply takes at most 4")
-        if operand is not None and operand.ndim > 2:
+        if operand is None:
+            continue
+        ndim = len(operand.shape)
+        if ndim > 4:
+            raise DmlError(f"{name}: {ndim} dimensions; the matrix multiply takes at most 4")
+        if ndim > 2:
             batches[name] = operand.shape[:-2]
     return broadcast_named(batches)
 

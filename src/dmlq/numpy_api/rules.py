@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NoReturn, TypeGuard, cast
+from typing import Any, NoReturn, Protocol, TypeGuard, cast
 
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
@@ -328,7 +328,15 @@ def zero_point(value: object, name: str, dtype: np.dtype, tensor: str,
 # -- broadcasting ------------------------------------------------------------------------------
 
 
-def broadcast_shape(**arrays: np.ndarray | None) -> tuple[int, ...]:
+class HasShape(Protocol):
+    """What the shape rules read of an operand: its shape (a NumPy array, a PackedMatrix, or a
+    Dask array's known shape)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+
+def broadcast_shape(**arrays: HasShape | None) -> tuple[int, ...]:
     """NumPy's broadcasting of the arrays that are not None; DmlError naming them otherwise."""
     shapes = [a.shape for a in arrays.values() if a is not None]
     return _checked_broadcast(shapes, lambda: {name: a.shape for name, a in arrays.items() if a is not None})

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import onnx
 
 from ..ops import (
     ConvolutionInteger,
@@ -48,6 +49,7 @@ from ..ops import (
     Gemm,
     MatrixMultiplyInteger,
     MatrixMultiplyIntegerToFloat,
+    OperatorDesc,
     Quantize,
     QuantizedLinearAveragePooling,
     QuantizedLinearConvolution,
@@ -93,7 +95,7 @@ def step_cause(step: Step, warning: str, values: Mapping[str, np.ndarray], outpu
     return UNEXPLAINED if cause is None else cause(step, values, output, ours, theirs)
 
 
-def _short(node) -> str:
+def _short(node: onnx.NodeProto) -> str:
     return {"QuantizeLinear": "Q", "DequantizeLinear": "DQ"}.get(node.op_type, node.op_type)
 
 
@@ -105,20 +107,28 @@ def _within_one(ours: np.ndarray, theirs: np.ndarray, cause: str) -> str:
     return cause if _gap(ours, theirs).max(initial=0) <= 1 else UNEXPLAINED
 
 
-def _quantize(step, values, output, ours, theirs) -> str:
+def _quantize(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     return NEAR_TIE
 
 
-def _quantized_add(step, values, output, ours, theirs) -> str:
+def _quantized_add(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     return "onnxruntime's QLinearAdd requantizes with ratios of scales, DirectML with the float32 formula"
 
 
-def _convolution(step, values, output, ours, theirs) -> str:
+def _convolution(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     cause = _within_one(ours, theirs, CONVOLUTION)
     return cause if cause != UNEXPLAINED else _convolution_saturation(step, values, 3, ours != theirs)
 
 
-def _convolution_integer(step, values, output, ours, theirs) -> str:
+def _convolution_integer(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     return _convolution_saturation(step, values, 2, ours != theirs)
 
 
@@ -129,11 +139,13 @@ def _convolution_saturation(step: Step, values: Mapping[str, np.ndarray], filter
     differing element has two taps whose products |x * w| sum past int16's range (else no pairing could
     saturate there)."""
     x, w = values[step.inputs[0]], values[step.inputs[filter_index]]
-    if (x.dtype, w.dtype) != (np.uint8, np.int8) or not u8s8_saturates():
+    if (x.dtype, w.dtype) != (np.dtype(np.uint8), np.dtype(np.int8)) or not u8s8_saturates():
         return UNEXPLAINED
     x_zero_point = values[step.inputs[filter_index - 1]] if step.inputs[filter_index - 1] else np.uint8(0)
     desc = step.describe([None if not name else Spec(values[name].dtype, values[name].shape)
                           for name in step.inputs]).desc  # fmt: skip
+    assert isinstance(desc, (QuantizedLinearConvolution, ConvolutionInteger)), "a convolution's step"
+    assert desc.input is not None and desc.filter is not None, "a convolution's input and filter"
     largest = _two_largest_products(x.reshape(desc.input.sizes), int(x_zero_point.reshape(-1)[0]),
                                     w.reshape(desc.filter.sizes), desc)  # fmt: skip
     if np.all(largest.reshape(differing.shape)[differing] > 32767):
@@ -143,13 +155,15 @@ def _convolution_saturation(step: Step, values: Mapping[str, np.ndarray], filter
     return UNEXPLAINED
 
 
-def _two_largest_products(x: np.ndarray, x_zero_point: int, w: np.ndarray, desc) -> np.ndarray:
+def _two_largest_products(x: np.ndarray, x_zero_point: int, w: np.ndarray,
+                          desc: QuantizedLinearConvolution | ConvolutionInteger) -> np.ndarray:  # fmt: skip
     """Per output element ``{N, M, outH, outW}``, the sum of its window's two largest ``|x * w|`` (the
     input padded with its zero point, as onnxruntime pads; x taken as uint8 or shifted to int8,
     whichever is larger)."""
     pads = [(0, 0), (0, 0), *zip(desc.start_padding, desc.end_padding)]
     padded = np.pad(x.astype(np.int64), pads, constant_values=x_zero_point)
     padded = np.maximum(padded, np.abs(padded - 128))  # x as the kernel reads it: u8, or shifted to s8
+    assert desc.output is not None, "a convolution's output"
     (m, per_group, *window), outputs = w.shape, desc.output.sizes[2:]
     first = np.zeros(desc.output.sizes, np.int64)
     second = np.zeros_like(first)
@@ -167,23 +181,33 @@ def _two_largest_products(x: np.ndarray, x_zero_point: int, w: np.ndarray, desc)
     return first + second
 
 
-def _pooling(step, values, output, ours, theirs) -> str:
+def _pooling(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     return _within_one(ours, theirs, POOLING)
 
 
-def _qlinear_matmul(step, values, output, ours, theirs) -> str:
+def _qlinear_matmul(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     near_tie = "requantization near-tie: onnxruntime multiplies by a float32 multiplier, DirectML rounds once"
     return _saturation(values[step.inputs[0]], values[step.inputs[3]], ours != theirs, near_tie)
 
 
-def _matmul_integer(step, values, output, ours, theirs) -> str:
+def _matmul_integer(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     return _saturation(values[step.inputs[0]], values[step.inputs[2]], ours != theirs, UNEXPLAINED)
 
 
 def _saturation(a: np.ndarray, b: np.ndarray, differing: np.ndarray, otherwise: str) -> str:
     """The saturation of onnxruntime's u8 x s8 kernel where recomputing the node with it reaches the
     differing elements; ``otherwise`` for the rest."""
-    if not differing.any() or (a.dtype, b.dtype) != (np.uint8, np.int8) or not u8s8_saturates():
+    if (
+        not differing.any()
+        or (a.dtype, b.dtype) != (np.dtype(np.uint8), np.dtype(np.int8))
+        or not u8s8_saturates()
+    ):
         return otherwise
     saturation = pair_saturation(np.atleast_2d(a), b.reshape(-1, 1) if b.ndim == 1 else b)
     reached = int(np.count_nonzero(saturation.reshape(differing.shape)[differing]))
@@ -199,7 +223,9 @@ def _saturation(a: np.ndarray, b: np.ndarray, differing: np.ndarray, otherwise: 
     return UNEXPLAINED if otherwise == UNEXPLAINED else f"{cause}; the others: {otherwise}"
 
 
-def _dynamic_quantize(step, values, output, ours, theirs) -> str:
+def _dynamic_quantize(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     if output == step.node.output[1] and not np.any(values[step.inputs[0]]):
         return ("an all-zero input: dmlq's scale is 1 / 255, ONNX's reference's, onnxruntime CPU's 1.0 "
                 "(docs/operators.md, DynamicQuantizeLinear); every output is the zero point either "
@@ -207,7 +233,9 @@ def _dynamic_quantize(step, values, output, ours, theirs) -> str:
     return _within_one(ours, theirs, NEAR_TIE) if output != step.node.output[1] else UNEXPLAINED
 
 
-def _float_sums(step, values, output, ours, theirs) -> str:
+def _float_sums(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     found = _magnitude(step, values)
     if found is None:
         return UNEXPLAINED
@@ -237,26 +265,28 @@ def _magnitude(step: Step, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray
     node = step.node
     if node.domain == DML and attribute(node, "fused_activation", "") not in LIPSCHITZ:
         return None
-    operands = [None if not name else np.abs(values[name].astype(np.float64)) for name in step.inputs]
     if step.operators == (MatrixMultiplyIntegerToFloat,):
         return _integer_to_float(values, step)
+    a = np.abs(values[step.inputs[0]].astype(np.float64))
     if step.operators == (Dequantize, Gemm):
-        a, weights = operands[0], np.abs(_nbits_weights(step, values))
+        weights = np.abs(_nbits_weights(step, values))
         return a @ np.swapaxes(weights, -1, -2), a.shape[-1]
-    a, b = operands[:2]
+    b = np.abs(values[step.inputs[1]].astype(np.float64))
     if node.op_type.removeprefix("DmlFused") == "MatMul":
         return np.matmul(a, b), a.shape[-1]
     a = a.T if attribute(node, "transA", 0) else a
     b = b.T if attribute(node, "transB", 0) else b
     total = abs(float(attribute(node, "alpha", 1.0))) * (a @ b)
-    if operands[2] is not None:
-        total = total + abs(float(attribute(node, "beta", 1.0))) * operands[2]
+    if step.inputs[2]:
+        c = np.abs(values[step.inputs[2]].astype(np.float64))
+        total = total + abs(float(attribute(node, "beta", 1.0))) * c
     return total, a.shape[-1]
 
 
 def _integer_to_float(values: Mapping[str, np.ndarray], step: Step) -> tuple[np.ndarray, int]:
-    a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias = (
-        None if not name else values[name].astype(np.float64) for name in step.inputs
+    a, a_scale, b, b_scale = (values[step.inputs[index]].astype(np.float64) for index in (0, 1, 3, 4))
+    a_zero_point, b_zero_point, bias = (
+        None if not name else values[name].astype(np.float64) for name in (step.inputs[2], *step.inputs[5:7])
     )
     rows = a_scale.reshape(-1, 1) if a_scale.ndim == 1 and a_scale.size > 1 else a_scale
     a_real = (a - (0 if a_zero_point is None else a_zero_point.reshape(rows.shape))) * rows
@@ -283,10 +313,13 @@ def _nbits_weights(step: Step, values: Mapping[str, np.ndarray]) -> np.ndarray:
         zero_point = stored[:, :blocks].astype(np.float64)
     scale = values[step.inputs[2]].reshape(n, blocks).astype(np.float64)
     reals = (q - np.repeat(zero_point, block, axis=1)) * np.repeat(scale, block, axis=1)
-    return reals[:, :k]
+    weights: np.ndarray = reals[:, :k]
+    return weights
 
 
-def _dynamic_quantize_matmul(step, values, output, ours, theirs) -> str:
+def _dynamic_quantize_matmul(
+    step: Step, values: Mapping[str, np.ndarray], output: str, ours: np.ndarray, theirs: np.ndarray
+) -> str:
     a, b = values[step.inputs[0]], values[step.inputs[1]]
     if b.dtype == np.int8:
         return ("the provider quantizes A to B's type (int8), onnxruntime CPU to uint8 "
@@ -302,7 +335,7 @@ def _dynamic_quantize_matmul(step, values, output, ours, theirs) -> str:
 
 
 Cause = Callable[[Step, Mapping[str, np.ndarray], str, np.ndarray, np.ndarray], str]
-CAUSES: dict[tuple, Cause] = {
+CAUSES: dict[tuple[type[OperatorDesc], ...], Cause] = {
     (ElementWiseQuantizeLinear,): _quantize,
     (Quantize,): _quantize,
     (ElementWiseQuantizedLinearAdd,): _quantized_add,

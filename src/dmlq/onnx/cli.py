@@ -26,6 +26,7 @@ from ..types import FeatureLevel
 
 if TYPE_CHECKING:
     from .checking import Verdict
+    from .loading import Model
 
 __all__ = ["add_compare", "main", "names_an_onnx_model"]
 
@@ -54,7 +55,8 @@ def main(argv: Sequence[str]) -> int:
         _add_command(commands, name)
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        status: int = args.handler(args)
+        return status
     except DmlError as error:
         print(f"dmlq: error: {error}", file=sys.stderr)
         return 2
@@ -144,11 +146,12 @@ def _inputs(pairs: list[str]) -> dict[str, np.ndarray]:
     return inputs
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace) -> Model:
     """The model, prepared once for the whole command."""
-    return _front_end("preparing").load(
+    model: Model = _front_end("preparing").load(
         args.model, qdq_int8_allowed=args.qdq_int8_allowed, disable_quant_qdq=args.disable_quant_qdq
     )
+    return model
 
 
 def _run(args: argparse.Namespace) -> int:

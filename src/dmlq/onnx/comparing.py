@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from .loading import Model, ModelSource
 from .preparing import prepared
 from .program import checked_inputs, specs
 from .running import execute
+from .sessions import Session
 from .staging import OTHER, stages
 from .steps import Step
 
@@ -159,8 +161,8 @@ def random_inputs(model: Model, seed: int, names: list[str]) -> dict[str, np.nda
     drawn = {}
     for name in names:
         found = model.types.get(name)
-        dtype = np.dtype(np.float32) if found is None or found.dtype is None else found.dtype
-        shape = tuple(1 if d is None else d for d in (found.shape or ()))
+        dtype: np.dtype = np.dtype(np.float32) if found is None or found.dtype is None else found.dtype
+        shape = tuple(1 if d is None else d for d in ((found.shape if found is not None else None) or ()))
         if dtype.kind == "f":
             drawn[name] = rng.uniform(-2, 2, shape).astype(dtype)
         elif dtype.kind in "iu":
@@ -178,7 +180,7 @@ def _ort_whole(
 ) -> dict[str, np.ndarray]:
     """The whole model on onnxruntime CPU, QDQ fusions off; ``optimized=False``: no fusion at all."""
     key = ("whole", optimized)
-    session = model.cache.get(key)
+    session = cast("Session | None", model.cache.get(key))  # the entry of a session's key
     if session is None:
         options = sessions.options(optimized=optimized)
         session = model.cache[key] = sessions.cpu_session(
@@ -198,7 +200,7 @@ def _compare_step(model: Model, step: Step, values: Mapping[str, np.ndarray]) ->
                 feeds[name] = values[name]
     outputs = list(step.outputs)
     key = ("step session", id(step), tuple((n, v.dtype) for n, v in feeds.items()))
-    session = model.cache.get(key)
+    session = cast("Session | None", model.cache.get(key))  # the entry of a session's key
     if session is None:
         dtypes = {name: value.dtype for name, value in feeds.items()}
         session = model.cache[key] = sessions.ort_session(model, list(step.covers), dtypes, outputs)

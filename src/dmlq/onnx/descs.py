@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import ml_dtypes
 import numpy as np
@@ -119,7 +120,18 @@ def own_desc(spec: Spec, count: int = NCHW) -> TensorDesc:
     return TensorDesc(data_type(spec.dtype), padded(spec.shape, count))
 
 
+@overload
+def attribute(node: onnx.NodeProto, name: str, default: str) -> str: ...
+@overload
+def attribute(node: onnx.NodeProto, name: str, default: float) -> float: ...
+@overload
+def attribute(node: onnx.NodeProto, name: str, default: object) -> object: ...
 def attribute(node: onnx.NodeProto, name: str, default: object) -> object:
+    """``node``'s attribute ``name`` (a STRING decoded), or ``default`` if it has none.
+
+    Typed as its default (an int or float default: a number, a str one: a str): each attribute has
+    its schema's type, which ``onnx.checker`` holds a loaded model to.
+    """
     for found in node.attribute:
         if found.name == name:
             value = helper.get_attribute_value(found)

@@ -4,6 +4,8 @@ nodes onnxruntime folds into constants before any provider sees them."""
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 import onnx
 
@@ -13,7 +15,8 @@ from .options import Options
 __all__ = ["Graph", "Options", "is_op"]
 
 
-def is_op(node: onnx.NodeProto | None, op_type: str, domains: tuple[str, ...] = DEFAULT_DOMAINS) -> bool:
+def is_op(node: onnx.NodeProto | None, op_type: str,
+          domains: tuple[str, ...] = DEFAULT_DOMAINS) -> TypeGuard[onnx.NodeProto]:  # fmt: skip
     return node is not None and node.op_type == op_type and node.domain in domains
 
 

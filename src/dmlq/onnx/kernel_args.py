@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import onnx
 
@@ -48,7 +49,8 @@ def _spatial(rank: int) -> int:
 
 def _ints(node: onnx.NodeProto, name: str) -> list[int] | None:
     found = attribute(node, name, None)
-    return None if found is None else [int(value) for value in found]
+    # An INTS attribute: its schema's type, which onnx.checker holds a loaded model to.
+    return None if found is None else [int(value) for value in cast("list[int]", found)]
 
 
 def kernel(node: onnx.NodeProto, shape: Sequence[int], filter_shape: Sequence[int] = ()) -> KernelArgs:
@@ -64,8 +66,8 @@ def kernel(node: onnx.NodeProto, shape: Sequence[int], filter_shape: Sequence[in
         return tuple(values[:count])
 
     strides, dilations = leading("strides", 1), leading("dilations", 1)
-    window = _ints(node, "kernel_shape") or list(filter_shape)
-    window = tuple(window[len(window) - count :]) if window else (1,) * count
+    given = _ints(node, "kernel_shape") or list(filter_shape)
+    window = tuple(given[len(given) - count :]) if given else (1,) * count
     auto_pad = str(attribute(node, "auto_pad", "NOTSET"))
     pads = _ints(node, "pads") or [0] * (2 * count)
     if len(pads) < 2 * count:

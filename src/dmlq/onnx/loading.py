@@ -12,6 +12,7 @@ inference, completed through the nodes it cannot see into (``com.microsoft`` one
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,6 +40,17 @@ class TensorType:
 
     dtype: np.dtype | None
     shape: tuple[int | None, ...] | None
+
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        return static_shape(self.shape)
+
+
+def static_shape(shape: tuple[int | None, ...] | None) -> tuple[int, ...] | None:
+    """``shape`` where every size is known, else None."""
+    if shape is None or None in shape:
+        return None
+    return tuple(size for size in shape if size is not None)
 
 
 @dataclass
@@ -111,6 +123,7 @@ def _proto(model: object) -> onnx.ModelProto:
         where = repr(str(path))
     else:
         raise DmlError(f"model: expected a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    proto: onnx.ModelProto | None
     try:
         proto = onnx.ModelProto.FromString(data)
     except Exception:  # protobuf's DecodeError and its relatives name nothing useful
@@ -222,7 +235,7 @@ def _same_as_input(node: onnx.NodeProto, types: dict[str, TensorType]) -> Tensor
     return types.get(node.input[0])
 
 
-def _matmul(dtype_input: int):
+def _matmul(dtype_input: int) -> Callable[[onnx.NodeProto, dict[str, TensorType]], TensorType | None]:
     """A matrix multiply's output: NumPy's ``matmul`` of inputs 0 and 1, input ``dtype_input``'s dtype."""
 
     def infer(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
@@ -250,15 +263,16 @@ def _matmul_nbits(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorT
 def _pool(node: onnx.NodeProto, types: dict[str, TensorType]) -> TensorType | None:
     """QLinearAveragePool / QLinearGlobalAveragePool: the window's output sizes (static shapes only)."""
     x = types.get(node.input[0])
-    if x is None or x.shape is None or None in x.shape:
+    static = None if x is None else x.static_shape
+    if x is None or static is None:
         return None
     try:
         args = (
-            global_kernel(node, x.shape)
+            global_kernel(node, static)
             if node.op_type == "QLinearGlobalAveragePool"
-            else kernel(node, x.shape)
+            else kernel(node, static)
         )
-        shape = output_shape(x.shape, args, args.channels_last)
+        shape = output_shape(static, args, args.channels_last)
     except DmlError:  # the provider refuses it: the verdict says why
         return None
     zero_point = types.get(node.input[4]) if len(node.input) > 4 and node.input[4] else None

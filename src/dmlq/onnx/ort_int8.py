@@ -36,9 +36,9 @@ def pair_saturation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @functools.cache
 def u8s8_saturates() -> bool:
     """Whether this machine's onnxruntime QLinearMatMul saturates pairs (255 * 127 twice: 64770 -> 32767)."""
-    import onnxruntime
+    import onnxruntime  # type: ignore[import-untyped]  # onnxruntime ships no type hints
 
-    feeds = {
+    feeds: dict[str, np.ndarray | np.generic] = {
         "a": np.full((1, 2), 255, np.uint8),
         "as": np.float32(1),
         "az": np.uint8(0),

@@ -39,7 +39,8 @@ def plan(model: Model, options: Options) -> list[Step]:
     graph.folded = folded(graph)
     nodes = list(model.graph.node)
     order = {id(node): index for index, node in enumerate(nodes)}
-    steps, covered = [], set()
+    steps: list[Step] = []
+    covered: set[int] = set()
     for index, node in enumerate(nodes):
         if id(node) in covered:
             continue

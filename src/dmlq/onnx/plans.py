@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 import numpy as np
 
 from ..device import CompiledOperator
 from ..threads import get_num_threads
 from .program import NIBBLES, Program, _Kernel, _MappedCall, _OtherCall, bindable
+from .steps import Source
 
 __all__ = ["Plan", "learn", "planned"]
 
@@ -32,6 +33,8 @@ PLANS_LIMIT = 8  # signatures whose plans a program keeps (the oldest goes first
 Key: TypeAlias = "str | tuple[int, int, int]"
 Fresh: TypeAlias = "dict[Key, np.ndarray]"  # what a run binds anew: the model's inputs and outputs
 Call: TypeAlias = "Callable[[Fresh], None]"
+# What a plan is kept for: dmlq's thread count and each input's name, dtype and shape.
+Signature: TypeAlias = "tuple[int, tuple[tuple[str, str, tuple[int, ...]], ...]]"
 
 
 def planned(program: Program, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
@@ -59,7 +62,7 @@ def learn(program: Program, values: Mapping[str, np.ndarray]) -> None:
     program.plans[key] = Plan(program, values) if plannable else None
 
 
-def _signature(inputs: Mapping[str, np.ndarray]) -> tuple:
+def _signature(inputs: Mapping[str, np.ndarray]) -> Signature:
     return get_num_threads(), tuple((name, value.dtype.str, value.shape) for name, value in inputs.items())
 
 
@@ -101,7 +104,7 @@ class Plan:
         if not self.lock.acquire(blocking=False):
             return None
         try:
-            fresh: Fresh = dict(inputs)
+            fresh = cast("Fresh", dict(inputs))  # the inputs' names are Keys (dict's keys are invariant)
             for call in self.calls:
                 call(fresh)
         finally:
@@ -139,30 +142,38 @@ class Plan:
             for slot, field in enumerate(operator.compiled.desc.output_fields()):
                 tensor = getattr(operator.compiled.desc, field.name)
                 dtype = tensor.data_type.dtype
-                name, shape = named.get((position, slot), (None, None))
-                if name is None:  # read by later operators of the step alone: their flat memory
+                found = named.get((position, slot))
+                name: Key
+                shape: tuple[int, ...]
+                if found is None:  # read by later operators of the step alone: their flat memory
                     name, shape = (index, position, slot), (tensor.addressed_bytes // dtype.itemsize,)
+                else:
+                    name, shape = found
                 places[position, slot] = self._place(index, name, dtype, shape)
                 outputs.append(name)
             self.calls.append(self._operator_call(operator.compiled, inputs, outputs))
         self._release(index)
 
-    def _source(self, names: tuple[str, ...], places: dict[tuple[int, int], Key], source) -> Key | None:
+    def _source(
+        self, names: tuple[str, ...], places: dict[tuple[int, int], Key], source: Source
+    ) -> Key | None:
         """What an operator reads for ``source``: the key of a value or of an earlier operator's
         result, or None (absent, or constant: bound once as OWNED_BY_DML)."""
         if source is None:
             return None
-        if type(source) is int:
-            name = names[source]
-            return name if name and name not in self.constants else None
-        return places[source]
+        if isinstance(source, tuple):
+            return places[source]
+        name = names[source]
+        return name if name and name not in self.constants else None
 
-    def _operator_call(self, compiled: CompiledOperator, inputs: list, outputs: list[Key]) -> Call:
+    def _operator_call(
+        self, compiled: CompiledOperator, inputs: list[Key | None], outputs: list[Key]
+    ) -> Call:
         """The operator bound to its buffers once, or on each run where it reads or writes one of the
         model's inputs or outputs."""
         fresh_inputs = [(slot, key) for slot, key in enumerate(inputs) if key in self.per_run]
         fresh_outputs = [(slot, key) for slot, key in enumerate(outputs) if key in self.per_run]
-        bound_inputs = [self.buffers.get(key) for key in inputs]
+        bound_inputs = [None if key is None else self.buffers.get(key) for key in inputs]
         bound_outputs = [self.buffers.get(key) for key in outputs]
         if not fresh_inputs and not fresh_outputs:
             views, out = compiled.bind(bound_inputs, bound_outputs)
@@ -183,7 +194,7 @@ class Plan:
     def _plan_other(self, index: int, call: _OtherCall) -> None:
         """The session bound once to its buffers (its inputs and outputs as onnxruntime values on
         them), the model's inputs and outputs bound per run."""
-        from onnxruntime import OrtValue, RunOptions
+        from onnxruntime import OrtValue, RunOptions  # type: ignore[import-untyped]  # no type hints
 
         session = call.session(self.values)
         binding = session.io_binding()
@@ -220,9 +231,9 @@ class Plan:
         self._release(index)
 
 
-def _last_reads(program: Program) -> dict[str, int]:
+def _last_reads(program: Program) -> dict[Key, int]:
     """Per value the calls read, the index of the last call that reads it."""
-    last: dict[str, int] = {}
+    last: dict[Key, int] = {}
     for index, call in enumerate(program.calls):
         names = [name for _, name in call.variable] if isinstance(call, _MappedCall) else call.feeds
         for name in names:

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, TypeAlias
 
 import ml_dtypes
 import numpy as np
@@ -30,22 +31,26 @@ from ..threads import get_num_threads
 from ..types import FeatureLevel, TensorFlags
 from . import sessions
 from .loading import Model
+from .sessions import Session
 from .staging import Stage, stages
-from .steps import Output, Source, Spec, Step
+from .steps import Output, Source, Spec, Step, Typed
 from .verdicts import refusals, static_specs
+
+if TYPE_CHECKING:
+    from .plans import Plan, Signature
 
 __all__ = ["Program", "checked_inputs", "program", "specs"]
 
 NIBBLES = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
-Call = Callable[[dict[str, np.ndarray]], None]
-Typed = np.ndarray | Spec  # what a signature is read from: a value, or its dtype and shape alone
+# A signature of a step's variable operands: each one's dtype and shape.
+KernelKey: TypeAlias = "tuple[tuple[np.dtype, tuple[int, ...]], ...]"
 
 
 def program(model: Model, level: FeatureLevel) -> Program:
     """The model's program at ``level`` (made once)."""
     key = ("program", level)
     found = model.cache.get(key)
-    if found is None:
+    if not isinstance(found, Program):
         found = model.cache[key] = Program(model, level)
     return found
 
@@ -58,9 +63,9 @@ class Program:
         self.device = Device(level)
         self.constants: dict[str, np.ndarray] = dict(model.initializers)
         self.refusals: list[str] = []
-        self.calls: list[Call] = []
-        self.plans: dict[tuple, object] = {}  # per signature of the inputs, its plan (.plans) or None
-        self._checked: set[tuple] = set()
+        self.calls: list[_MappedCall | _OtherCall] = []
+        self.plans: dict[Signature, Plan | None] = {}  # per signature of the inputs, its plan or None
+        self._checked: set[tuple[tuple[str, str, tuple[int, ...]], ...]] = set()
         for stage in stages(model):
             for step in stage.steps:
                 self.constants.update(step.constants)
@@ -78,7 +83,7 @@ class Program:
             for compiled in kernel.operators
         ]
 
-    def sessions(self) -> list:
+    def sessions(self) -> list[Session]:
         """The onnxruntime sessions created so far, newest last per stage."""
         return [
             session
@@ -94,7 +99,8 @@ class Program:
         signature = tuple((name, value.dtype.str, value.shape) for name, value in values.items())
         if signature in self._checked:
             return
-        found = refusals(self.model, self.device.feature_level, {**self.constants, **values})
+        known: dict[str, Typed] = {**self.constants, **values}
+        found = refusals(self.model, self.device.feature_level, known)
         if found:
             raise DmlError(found[0])
         self._checked.add(signature)
@@ -108,7 +114,9 @@ class Program:
                 found = static_specs(self.model, call.step, self.constants, symbolic=None)
                 if found is not None:
                     with contextlib.suppress(DmlError):
-                        call.kernel(dict(zip(call.step.inputs, found)))
+                        call.kernel(
+                            {name: spec for name, spec in zip(call.step.inputs, found) if spec is not None}
+                        )
         inputs = _static_inputs(self.model)
         if inputs is not None:
             with contextlib.suppress(DmlError):
@@ -133,7 +141,7 @@ class Program:
         elif stage.outputs:
             self.calls.append(self._call(stage))
 
-    def _call(self, stage: Stage) -> Call:
+    def _call(self, stage: Stage) -> _MappedCall | _OtherCall:
         if stage.mapped:
             return _MappedCall(self, stage.steps[0])
         return _OtherCall(self, stage)
@@ -148,7 +156,7 @@ class _MappedCall:
         self.variable = tuple(
             (index, name) for index, name in enumerate(step.inputs) if name and name not in program.constants
         )
-        self.compiled: dict[tuple, _Kernel] = {}
+        self.compiled: dict[KernelKey, _Kernel] = {}
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         operands: list[np.ndarray | None] = [None] * len(self.step.inputs)
@@ -157,7 +165,7 @@ class _MappedCall:
         kernel = self.kernel(values)
         results = kernel.execute(operands)
         for name, output in kernel.outputs:
-            values[name] = _value(results[output.node][output.index], output)
+            values[name] = _value(_result(results, (output.node, output.index)), output)
 
     def kernel(self, values: Mapping[str, Typed]) -> _Kernel:
         """The step's operators compiled for the dtypes and shapes of its variable operands in ``values``."""
@@ -184,7 +192,8 @@ class _Kernel:
 
     def __init__(self, program: Program, step: Step, values: Mapping[str, Typed]) -> None:
         constants = program.constants
-        described = step.describe(specs(step, {**constants, **values}))
+        known: dict[str, Typed] = {**constants, **values}
+        described = step.describe(specs(step, known))
         constant = {index for index, name in enumerate(step.inputs) if name and name in constants}
         self.operators: list[CompiledOperator] = []
         self.results: list[tuple[np.ndarray, ...] | None] = []  # each run starts from the fixed results
@@ -195,8 +204,8 @@ class _Kernel:
             compiled = program.device.compile_operator(desc)
             if owned:
                 compiled.initialize(
-                    [bindable(constants[step.inputs[source]]) if index in owned else None
-                     for index, source in enumerate(node.sources)]
+                    [bindable(constants[step.inputs[source]]) if index in owned and isinstance(source, int)
+                     else None for index, source in enumerate(node.sources)]
                 )  # fmt: skip
             self.operators.append(compiled)
             allocations = tuple(_allocation(getattr(desc, field.name)) for field in desc.output_fields())
@@ -221,22 +230,34 @@ class _Kernel:
         )
 
     def execute(self, operands: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...] | None]:
-        """Each operator's outputs (its buffers, in its output fields' order)."""
+        """Each operator's outputs (its buffers, in its output fields' order): none is None."""
         results = self.results.copy()
         for position, operator in self.pending:
             results[position] = _run(operator, operands, results)
         return results
 
 
-def _run(operator: _Operator, operands: list[np.ndarray | None], results: list) -> tuple[np.ndarray, ...]:
+def _run(operator: _Operator, operands: list[np.ndarray | None],
+         results: list[tuple[np.ndarray, ...] | None]) -> tuple[np.ndarray, ...]:  # fmt: skip
     """The operator on the step's operands (None where bound once) and earlier operators' results."""
     inputs = [
-        None if source is None else operands[source] if type(source) is int else results[source[0]][source[1]]
+        None
+        if source is None
+        else _result(results, source)
+        if isinstance(source, tuple)
+        else operands[source]
         for source in operator.sources
     ]
     buffers = tuple(allocate() for allocate in operator.allocations)
     operator.compiled.execute(inputs, buffers)
     return buffers
+
+
+def _result(results: list[tuple[np.ndarray, ...] | None], source: tuple[int, int]) -> np.ndarray:
+    """Output ``source[1]`` of the step's operator ``source[0]``, an earlier one: run already."""
+    produced = results[source[0]]
+    assert produced is not None, f"operator {source[0]} read before it ran"
+    return produced[source[1]]
 
 
 def _allocation(tensor: TensorDesc) -> Callable[[], np.ndarray]:
@@ -268,20 +289,21 @@ class _OtherCall:
             if name in program.constants and name not in program.model.initializers
         }
         self.outputs = list(stage.outputs)
-        self.sessions: dict[tuple, object] = {}
-        dtypes = [program.model.types.get(name) for name in self.feeds]
-        if all(found is not None and found.dtype is not None for found in dtypes):
-            self._session({name: found.dtype for name, found in zip(self.feeds, dtypes)})
+        self.sessions: dict[tuple[int, tuple[np.dtype, ...]], Session] = {}
+        types = [program.model.types.get(name) for name in self.feeds]
+        dtypes = [None if found is None else found.dtype for found in types]
+        if all(dtype is not None for dtype in dtypes):
+            self._session({name: dtype for name, dtype in zip(self.feeds, dtypes) if dtype is not None})
 
     def __call__(self, values: dict[str, np.ndarray]) -> None:
         feeds = {name: values[name] for name in self.feeds}
         values.update(zip(self.outputs, self.session(values).run(self.outputs, feeds)))
 
-    def session(self, values: Mapping[str, np.ndarray]):
+    def session(self, values: Mapping[str, np.ndarray]) -> Session:
         """The session for the dtypes of the feeds in ``values``, at dmlq's thread count."""
         return self._session({name: values[name].dtype for name in self.feeds})
 
-    def _session(self, dtypes: dict[str, np.dtype]):
+    def _session(self, dtypes: dict[str, np.dtype]) -> Session:
         key = (get_num_threads(), tuple(dtypes.values()))
         found = self.sessions.get(key)
         if found is None:
@@ -293,13 +315,14 @@ class _OtherCall:
 
 def _static_inputs(model: Model) -> dict[str, Spec] | None:
     """The model's inputs as its types declare them, where every dtype and dimension is known."""
-    found = {name: model.types.get(name) for name in model.input_names}
-    if any(
-        each is None or each.dtype is None or each.shape is None or None in each.shape
-        for each in found.values()
-    ):
-        return None
-    return {name: Spec(each.dtype, each.shape) for name, each in found.items()}
+    declared = {}
+    for name in model.input_names:
+        found = model.types.get(name)
+        shape = None if found is None else found.static_shape
+        if found is None or found.dtype is None or shape is None:
+            return None
+        declared[name] = Spec(found.dtype, shape)
+    return declared
 
 
 def specs(step: Step, values: Mapping[str, Typed]) -> list[Spec | None]:
@@ -319,10 +342,11 @@ def _owned_by_dml(desc: OperatorDesc, indices: tuple[int, ...]) -> OperatorDesc:
         return desc
     fields = [name for name, _ in desc.input_tensors()]
     flagged: dict[str, object] = {}
+    arrays: dict[str, list[TensorDesc]] = {}
     for index in indices:
         name, _, element = fields[index].partition("[")
         if element:  # an element of an array field (QuantizationTensors)
-            array = list(flagged.get(name, getattr(desc, name)))
+            array = arrays.setdefault(name, list(getattr(desc, name)))
             position = int(element.rstrip("]"))
             array[position] = _owned(array[position])
             flagged[name] = tuple(array)
@@ -331,7 +355,7 @@ def _owned_by_dml(desc: OperatorDesc, indices: tuple[int, ...]) -> OperatorDesc:
     return dataclasses.replace(desc, **flagged)
 
 
-def _owned(tensor):
+def _owned(tensor: TensorDesc) -> TensorDesc:
     return dataclasses.replace(tensor, flags=tensor.flags | TensorFlags.OWNED_BY_DML)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import ml_dtypes
 import numpy as np
@@ -35,17 +36,21 @@ INTEGERS = (*BYTES, *I32, np.dtype(np.int16), np.dtype(np.uint16), np.dtype(np.i
             np.dtype(np.uint32))  # fmt: skip
 
 
+Dtypes: TypeAlias = "tuple[np.dtype, ...]"
+RowTypes: TypeAlias = "tuple[Dtypes | None, Dtypes | None]"  # a row's first input's and first output's
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A registration: the ``REG_INFO`` opsets of its rows, the types of its first input and first
     output per row (keyed by the row's opset; ``None``: any), and its support query."""
 
     opsets: tuple[int, ...]
-    types: dict[int, tuple[tuple[np.dtype, ...] | None, tuple[np.dtype, ...] | None]]
+    types: dict[int, RowTypes]
     query: Callable[[Graph, onnx.NodeProto], str | None] | None = None
 
 
-def _same(opsets: tuple[int, ...], inputs, outputs) -> dict:
+def _same(opsets: tuple[int, ...], inputs: Dtypes | None, outputs: Dtypes | None) -> dict[int, RowTypes]:
     return dict.fromkeys(opsets, (inputs, outputs))
 
 

@@ -44,7 +44,10 @@ def run(
 
 
 def execute(
-    model: Model, inputs: Mapping[str, object], feature_level=None, keep: dict[str, np.ndarray] | None = None
+    model: Model,
+    inputs: Mapping[str, object],
+    feature_level: FeatureLevel | str | None = None,
+    keep: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`run` on a prepared model; every value computed goes into ``keep`` when given."""
     level = NEWEST if feature_level is None else FeatureLevel.parse(feature_level)

@@ -18,6 +18,7 @@ the maximum is the same either way.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -26,6 +27,25 @@ from onnx import helper, numpy_helper
 from ..errors import DmlError
 from ..threads import get_num_threads
 from .loading import DEFAULT_DOMAINS, MICROSOFT, Model
+
+
+class IoBinding(Protocol):
+    """What dmlq uses of an ``onnxruntime.IOBinding`` (onnxruntime ships no type hints)."""
+
+    def bind_ortvalue_input(self, name: str, value: object) -> None: ...
+    def bind_ortvalue_output(self, name: str, value: object) -> None: ...
+    def bind_cpu_input(self, name: str, array: np.ndarray) -> None: ...
+
+
+class Session(Protocol):
+    """What dmlq uses of an ``onnxruntime.InferenceSession`` (onnxruntime ships no type hints)."""
+
+    def run(
+        self, output_names: Sequence[str] | None, input_feed: Mapping[str, object]
+    ) -> list[np.ndarray]: ...
+    def io_binding(self) -> IoBinding: ...
+    def run_with_iobinding(self, iobinding: IoBinding, run_options: object = None) -> None: ...
+
 
 __all__ = [
     "FLOAT_FUSIONS",
@@ -58,10 +78,10 @@ FLOAT_FUSIONS = (  # graph_transformer_utils.cc, level 2 and 3 on the CPU provid
 )
 
 
-def options(threads: int | None = None, optimized: bool = True):
+def options(threads: int | None = None, optimized: bool = True) -> object:
     """Session options for ONNX's numbers at ``threads`` (default: dmlq's); no spinning, since dmlq's
     kernels run between the sessions' runs. ``optimized=False``: no graph optimization at all."""
-    import onnxruntime
+    import onnxruntime  # type: ignore[import-untyped]  # onnxruntime ships no type hints
 
     made = onnxruntime.SessionOptions()
     made.intra_op_num_threads = get_num_threads() if threads is None else threads
@@ -72,12 +92,12 @@ def options(threads: int | None = None, optimized: bool = True):
     return made
 
 
-def cpu_session(proto: onnx.ModelProto, session_options, what: str):
+def cpu_session(proto: onnx.ModelProto, session_options: object, what: str) -> Session:
     """An onnxruntime CPU session of ``proto``; a DmlError naming ``what`` when onnxruntime refuses it."""
     import onnxruntime
 
     try:
-        return onnxruntime.InferenceSession(
+        session: Session = onnxruntime.InferenceSession(
             proto.SerializeToString(),
             session_options,
             providers=["CPUExecutionProvider"],
@@ -85,6 +105,7 @@ def cpu_session(proto: onnx.ModelProto, session_options, what: str):
         )
     except Exception as error:  # onnxruntime raises its own exception types for a model it refuses
         raise DmlError(f"model: onnxruntime CPU cannot run {what}: {str(error).splitlines()[0]}") from None
+    return session
 
 
 def refuse_invalid_graph(model: Model) -> None:
@@ -98,8 +119,8 @@ def ort_session(
     feeds: Mapping[str, np.dtype],
     outputs: Sequence[str],
     constants: Mapping[str, np.ndarray] | None = None,
-    session_options=None,
-):
+    session_options: object = None,
+) -> Session:
     """A session computing ``nodes`` of ``model`` (:func:`sub_model`)."""
     names = ", ".join(node.name or node.op_type for node in nodes)
     made = sub_model(model, nodes, feeds, outputs, constants)

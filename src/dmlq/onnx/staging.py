@@ -30,7 +30,7 @@ class Stage:
 def stages(model: Model) -> list[Stage]:
     """The plan grouped for execution (kept with the model)."""
     found = model.cache.get("stages")
-    if found is None:
+    if not isinstance(found, list):
         steps = plan(model, model.options)
         constants = set(model.initializers).union(*(step.constants for step in steps))
         found = model.cache["stages"] = _group(steps, set(model.output_names), constants)

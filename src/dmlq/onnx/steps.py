@@ -17,6 +17,7 @@ __all__ = ["Described", "Node", "Output", "Source", "Spec", "Step", "described",
 # Where an operator's input tensor comes from: the step's operand i, output k of an earlier operator
 # of the step (j, k), or nothing (an absent optional tensor).
 Source: TypeAlias = "int | tuple[int, int] | None"
+Typed: TypeAlias = "np.ndarray | Spec"  # what a signature is read from: a value, or its dtype and shape alone
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,12 @@ def described(
     """One operator reading the step's operands in its fields' order; its output is the step's."""
     node = Node(desc, tuple(range(len(desc.input_tensors()))))
     return Described((node,), (Output(sizes, shape, np.dtype(dtype)),), warning)
+
+
+def required(spec: Spec | None) -> Spec:
+    """A required operand's spec: every node ONNX's checker accepts names its required inputs."""
+    assert spec is not None, "a required operand is absent"
+    return spec
 
 
 Build = Callable[[onnx.NodeProto, Sequence["Spec | None"]], Described]

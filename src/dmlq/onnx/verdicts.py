@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import DmlError
 from ..ops import OperatorDesc
 from ..types import FeatureLevel
 from .loading import Model
 from .staging import OTHER, stages
-from .steps import Spec, Step, node_name
+from .steps import Spec, Step, Typed, node_name
 
 __all__ = ["Verdict", "refusals", "static_specs", "verdict"]
 
@@ -51,7 +49,7 @@ class Verdict:
         return ", ".join(self.nodes)
 
 
-def refusals(model: Model, level: FeatureLevel, values: Mapping[str, np.ndarray]) -> list[str]:
+def refusals(model: Model, level: FeatureLevel, values: Mapping[str, Typed]) -> list[str]:
     """Why the provider cannot create the steps it cannot, with the inputs' shapes where they reach."""
     refused = []
     for stage in stages(model):
@@ -93,14 +91,15 @@ def verdict(model: Model, step: Step, level: FeatureLevel, specs: list[Spec | No
 def _lowest_level(descs: list[OperatorDesc]) -> FeatureLevel | None:
     """The lowest level that accepts every operator of the step (None when some level accepts none)."""
     levels = [desc.minimum_feature_level() for desc in descs]
-    return None if None in levels else max(levels)
+    known = [level for level in levels if level is not None]
+    return max(known) if len(known) == len(levels) else None
 
 
 def static_specs(
-    model: Model, step: Step, values: Mapping[str, np.ndarray] | None = None, symbolic: int | None = 1
+    model: Model, step: Step, values: Mapping[str, Typed] | None = None, symbolic: int | None = 1
 ) -> list[Spec | None] | None:
     """The step's operand specs before running; a symbolic dimension is ``symbolic`` (None: unknown)."""
-    specs = []
+    specs: list[Spec | None] = []
     for name in step.inputs:
         if not name:
             specs.append(None)
@@ -114,7 +113,12 @@ def static_specs(
         found = model.types.get(name)
         if found is None or found.dtype is None or found.shape is None:
             return None
-        if symbolic is None and None in found.shape:
+        shape = (
+            found.static_shape
+            if symbolic is None
+            else tuple(symbolic if d is None else d for d in found.shape)
+        )
+        if shape is None:
             return None
-        specs.append(Spec(found.dtype, tuple(symbolic if d is None else d for d in found.shape)))
+        specs.append(Spec(found.dtype, shape))
     return specs

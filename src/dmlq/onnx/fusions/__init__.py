@@ -17,6 +17,12 @@ Each returns a :class:`.qdq.Fusion`: the node onnxruntime builds and the model's
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeAlias
+
+import onnx
+
+from ..graph import Graph
 from . import (
     activation,
     matmul_integer_to_float,
@@ -32,7 +38,9 @@ from .qdq import Fusion
 
 __all__ = ["FUSIONS", "QDQ_FUSIONS", "Fusion"]
 
-QDQ_FUSIONS = {
+Fuse: TypeAlias = "Callable[[Graph, onnx.NodeProto], Fusion | None]"
+
+QDQ_FUSIONS: dict[str, tuple[Fuse, ...]] = {
     **dict.fromkeys(qdq_drop.DROPPED, (qdq_drop.drop,)),
     "Split": (qdq_drop.split,),
     "ArgMax": (qdq_drop.drop_dequantize,),
@@ -42,7 +50,7 @@ QDQ_FUSIONS = {
     "Conv": (qdq_conv.conv,),
     "MatMul": (qdq_matmul.matmul, qdq_nbits.matmul_nbits),
 }
-FUSIONS = {
+FUSIONS: dict[str, tuple[Fuse, ...]] = {
     "Mul": (matmul_integer_to_float.fuse,),
     "Add": (activation.fuse,),
     "Sum": (activation.fuse,),

@@ -17,6 +17,8 @@ DmlFused<op> with the node's attributes and the activation's, each renamed ``fus
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -25,6 +27,9 @@ from ..graph import Graph
 from ..loading import DEFAULT_DOMAINS
 from ..provider import unclaimed
 from ..rules import DML
+
+if TYPE_CHECKING:
+    from .qdq import Fusion
 
 __all__ = ["ACTIVATIONS", "FUSING_SINCE", "fuse"]
 
@@ -47,7 +52,7 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 SOURCE = "providers/dml/DmlExecutionProvider/src/GraphTransformer.cpp + Operators/OperatorUtility.cpp"
 
 
-def fuse(graph: Graph, node: onnx.NodeProto):
+def fuse(graph: Graph, node: onnx.NodeProto) -> Fusion | None:
     from .qdq import Fusion
 
     if node.domain not in DEFAULT_DOMAINS or graph.since(node) not in FUSING_SINCE[node.op_type]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import onnx
+
     from ..graph import Graph
 
 __all__ = ["folded"]
@@ -33,7 +35,7 @@ def folded(graph: Graph) -> set[str]:
     return values
 
 
-def _whole_unit_folds(graph: Graph, dequantize) -> bool:
+def _whole_unit_folds(graph: Graph, dequantize: onnx.NodeProto) -> bool:
     middle = graph.only_consumer(dequantize.output[0])
     if middle is None or len(middle.input) != 1 or len(middle.output) != 1:
         return False

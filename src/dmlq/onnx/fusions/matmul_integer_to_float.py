@@ -8,19 +8,24 @@ together take more than 4 GiB."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import onnx
 from onnx import helper
 
 from ..graph import Graph, is_op
-from ..loading import MICROSOFT
+from ..loading import MICROSOFT, static_shape
+
+if TYPE_CHECKING:
+    from .qdq import Fusion
 
 __all__ = ["fuse"]
 
 SOURCE = "optimizer/matmul_integer_to_float.cc (MatMulIntegerToFloatFusion)"
 
 
-def fuse(graph: Graph, mul: onnx.NodeProto):
+def fuse(graph: Graph, mul: onnx.NodeProto) -> Fusion | None:
     from .qdq import Fusion
 
     if graph.since(mul) not in (7, 13, 14):
@@ -66,8 +71,8 @@ def _too_large(graph: Graph, matmul: onnx.NodeProto) -> bool:
     """``CheckMatMulLargeTensors``, for a MatMulInteger fed by a DynamicQuantizeLinear."""
     if not is_op(graph.producer.get(matmul.input[0]), "DynamicQuantizeLinear"):
         return False
-    a, b = graph.shape(matmul.input[0]), graph.shape(matmul.input[1])
-    if not a or not b or None in a or None in b:
+    a, b = static_shape(graph.shape(matmul.input[0])), static_shape(graph.shape(matmul.input[1]))
+    if not a or not b:
         return False
     count = int(np.prod(a)) * int(np.prod(b[: len(b) - len(a)] or (1,))) + int(np.prod(b)) * int(
         np.prod(a[: len(a) - len(b)] or (1,))

@@ -148,9 +148,10 @@ def pair_supported(graph: Graph, quantize: onnx.NodeProto, dequantize: onnx.Node
     ):
         return False
     values = [graph.scalar_initializer(name) for name in (*quantize.input[1:], *dequantize.input[1:])]
-    if any(value is None for value in values):
+    present = [value for value in values if value is not None]
+    if len(present) != len(values):
         return False
-    q_scale, q_zero, dq_scale, dq_zero = values
+    q_scale, q_zero, dq_scale, dq_zero = present
     return (
         q_zero.dtype == dq_zero.dtype
         and q_scale.dtype == dq_scale.dtype
@@ -212,8 +213,8 @@ def _clip_made_redundant(graph: Graph, clip: onnx.NodeProto, quantize: onnx.Node
 def _clip_bounds(graph: Graph, clip: onnx.NodeProto) -> tuple[float, float] | None:
     """``GetClipConstantMinMax``: attributes before opset 11, constant inputs after."""
     if graph.since(clip) < 11:
-        return float(attribute(clip, "min", np.finfo(np.float32).min)), float(
-            attribute(clip, "max", np.finfo(np.float32).max)
+        return float(attribute(clip, "min", float(np.finfo(np.float32).min))), float(
+            attribute(clip, "max", float(np.finfo(np.float32).max))
         )
     bounds = [float(np.finfo(np.float32).min), float(np.finfo(np.float32).max)]
     for index, name in enumerate(clip.input[1:3]):

@@ -81,7 +81,8 @@ def _rows(nibbles: np.ndarray) -> np.ndarray:
     rows, count = nibbles.shape
     padded = np.zeros((rows, count + count % 2), np.uint8)
     padded[:, :count] = nibbles
-    return padded[:, 0::2] | (padded[:, 1::2] << 4)
+    packed: np.ndarray = padded[:, 0::2] | (padded[:, 1::2] << 4)
+    return packed
 
 
 def _transposed(weight: np.ndarray, block: int) -> np.ndarray:

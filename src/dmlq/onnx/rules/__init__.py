@@ -97,7 +97,7 @@ def _rules() -> dict[tuple[str, str], list[tuple[tuple[int, ...] | None, Rule]]]
     modules = (quantize_linear, quantization21, qlinear_matmul, qlinear_add, add, qlinear_conv, conv_integer,
                matmul_integer, matmul_integer_to_float, dynamic_quantize_linear, dynamic_quantize_matmul,
                qlinear_average_pool, matmul_nbits, gemm, family)  # fmt: skip
-    found: dict[tuple[str, str], list] = {}
+    found: dict[tuple[str, str], list[tuple[tuple[int, ...] | None, Rule]]] = {}
     for module in modules:
         for key, versions in module.NODES.items():
             found.setdefault(key, []).append((versions, module.rule))

@@ -19,7 +19,7 @@ from ...ops import ElementWiseAdd, ElementWiseAdd1
 from ...tensor import TensorDesc
 from ..descs import broadcast, broadcast_desc, data_type, padded
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Build, Described, Spec, described, required
 from . import DML, Mapped, Unmapped
 from .fused_activation import fused_activation
 
@@ -47,9 +47,10 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped | Unmapped:
     return Mapped((ElementWiseAdd,), _build(None), tuple(node.input), SOURCES[kind])
 
 
-def _build(activation: activations.Activation | None):
+def _build(activation: activations.Activation | None) -> Build:
     def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
         a, b = specs
+        a, b = required(a), required(b)
         shape = broadcast(a.shape, b.shape)
         sizes = padded(shape)
         fields = {

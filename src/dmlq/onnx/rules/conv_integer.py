@@ -17,7 +17,7 @@ from ...tensor import TensorDesc
 from ...types import DataType
 from ..descs import own_desc
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 from .convolution import convolution, per_channel
 
@@ -34,6 +34,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     x, x_zero_point, w, w_zero_point = specs
+    x, w = required(x), required(w)
     shapes = convolution(node, x, w)
     desc = ConvolutionInteger(
         input=shapes.input,

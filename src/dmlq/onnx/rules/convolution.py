@@ -8,6 +8,7 @@ GroupCount; the output has the filter's M channels."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import onnx
 
@@ -21,6 +22,17 @@ __all__ = ["Convolution", "convolution", "per_channel"]
 NONSPATIAL = 2
 
 
+class Window(TypedDict):
+    """The window's fields of the convolution descriptions."""
+
+    dimension_count: int
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    start_padding: tuple[int, ...]
+    end_padding: tuple[int, ...]
+    group_count: int
+
+
 @dataclass(frozen=True)
 class Convolution:
     """The descriptions' shared part: input and filter, the output's sizes and ONNX shape, the window."""
@@ -29,7 +41,7 @@ class Convolution:
     filter: TensorDesc
     sizes: tuple[int, ...]
     shape: tuple[int, ...]
-    window: dict[str, object]
+    window: Window
 
 
 def convolution(node: onnx.NodeProto, x: Spec, w: Spec) -> Convolution:
@@ -37,7 +49,7 @@ def convolution(node: onnx.NodeProto, x: Spec, w: Spec) -> Convolution:
     shape = output_shape(x.shape, args)
     shape = (shape[0], w.shape[0], *shape[NONSPATIAL:])
     padded = at_least(args, 2)
-    window = {
+    window: Window = {
         "dimension_count": padded.count,
         "strides": padded.strides,
         "dilations": padded.dilations,

@@ -17,7 +17,7 @@ from ...tensor import TensorDesc
 from ...types import DataType
 from ..descs import own_desc, padded
 from ..graph import Graph
-from ..steps import Described, Node, Output, Spec
+from ..steps import Described, Node, Output, Spec, required
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -33,6 +33,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     (x,) = specs
+    x = required(x)
     sizes, one = padded(x.shape), padded(())
     desc = DynamicQuantizeLinear(
         input=own_desc(x),

@@ -26,7 +26,7 @@ from ...types import DataType
 from ..descs import broadcast_desc, data_type, matmul_shapes, own_desc, padded
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Node, Output, Spec
+from ..steps import Described, Node, Output, Spec, required
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -43,6 +43,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, b, b_scale, b_zero_point, bias = specs
+    a, b, b_scale = required(a), required(b), required(b_scale)
     shape = matmul_shapes(a, b).shape
     sizes = padded(shape)
     count = len(sizes)

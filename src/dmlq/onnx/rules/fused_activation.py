@@ -6,6 +6,8 @@ activation at all."""
 
 from __future__ import annotations
 
+from typing import TypeAlias, cast
+
 import onnx
 
 from ... import activations
@@ -13,7 +15,9 @@ from ..descs import attribute
 
 __all__ = ["ACTIVATIONS", "fused_activation"]
 
-ACTIVATIONS = {  # ONNX operator -> the DirectML activation, its parameters by ONNX attribute name
+Activations: TypeAlias = dict[str, tuple[type[activations.Activation], dict[str, str]]]
+# ONNX operator -> the DirectML activation, its parameters by ONNX attribute name
+ACTIVATIONS: Activations = {
     "Relu": (activations.Relu, {}),
     "LeakyRelu": (activations.LeakyRelu, {"alpha": "alpha"}),
     "Sigmoid": (activations.Sigmoid, {}),
@@ -34,5 +38,6 @@ def fused_activation(node: onnx.NodeProto) -> activations.Activation | None:
         return None
     cls, names = ACTIVATIONS[kind]
     given = {field: attribute(node, f"fused_{name}", None) for field, name in names.items()}
-    parameters = {field: float(value) for field, value in given.items() if value is not None}
+    # FLOAT attributes, as the fused operator's schema declares them
+    parameters = {field: float(cast("float", value)) for field, value in given.items() if value is not None}
     return cls(**parameters)

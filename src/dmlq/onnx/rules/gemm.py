@@ -25,7 +25,7 @@ from ...tensor import TensorDesc
 from ...types import MatrixTransform
 from ..descs import attribute, broadcast_desc, data_type, matmul_shapes, own_desc, padded
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import DML, Mapped
 from .fused_activation import fused_activation
 
@@ -44,6 +44,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build_matmul(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, b, _ = specs
+    a, b = required(a), required(b)
     shapes = matmul_shapes(a, b)
     desc = Gemm(
         a=shapes.a,
@@ -58,6 +59,7 @@ def build_matmul(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Describe
 
 def build_gemm(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, b, c = specs
+    a, b = required(a), required(b)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise DmlError(f'A, B: {len(a.shape)}-D and {len(b.shape)}-D; "Need 2 dimensions in A." (GemmHelper)')
     trans_a, trans_b = (int(attribute(node, name, 0)) for name in ("transA", "transB"))

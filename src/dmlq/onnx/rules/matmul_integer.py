@@ -17,7 +17,7 @@ from ...tensor import TensorDesc
 from ...types import DataType
 from ..descs import matmul_shapes
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 from .matmul import matmul_fields
 
@@ -34,6 +34,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_zero_point, b, b_zero_point = specs
+    a, b = required(a), required(b)
     shapes = matmul_shapes(a, b)
     desc = MatrixMultiplyInteger(
         **matmul_fields(shapes, {"a_zero_point": a_zero_point}, {"b_zero_point": b_zero_point}),

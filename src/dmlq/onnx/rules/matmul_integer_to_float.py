@@ -17,7 +17,7 @@ from ...tensor import TensorDesc
 from ..descs import broadcast_desc, data_type, matmul_shapes
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 from .matmul import matmul_fields
 
@@ -35,6 +35,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias = specs
+    a, b, a_scale = required(a), required(b), required(a_scale)
     shapes = matmul_shapes(a, b)
     desc = MatrixMultiplyIntegerToFloat(
         **matmul_fields(shapes, {"a_scale": a_scale, "a_zero_point": a_zero_point},

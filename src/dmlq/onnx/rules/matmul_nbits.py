@@ -27,7 +27,7 @@ from ...types import DataType, MatrixTransform, QuantizationType
 from ..descs import attribute, data_type
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Node, Output, Spec
+from ..steps import Described, Node, Output, Spec, required
 from . import Mapped, Unmapped
 
 __all__ = ["NODES", "rule"]
@@ -47,6 +47,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped | Unmapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, b, scales, zero_points, g_idx, bias = specs
+    a, scales = required(a), required(scales)
     if g_idx is not None or bias is not None:
         raise DmlError(f"g_idx, bias: the kernel takes neither (ML_CHECK_VALID_ARGUMENT, {SOURCE})")
     if len(a.shape) < 2:

@@ -14,7 +14,7 @@ from ...tensor import TensorDesc
 from ..descs import broadcast, broadcast_desc, data_type, own_desc, padded
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -29,6 +29,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point = specs
+    a, b = required(a), required(b)
     shape = broadcast(a.shape, b.shape)
     sizes = padded(shape)
     count = len(padded(a.shape))

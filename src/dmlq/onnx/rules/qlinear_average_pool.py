@@ -26,7 +26,7 @@ from ..descs import attribute, data_type, own_desc, padded
 from ..graph import Graph
 from ..kernel_args import at_least, global_kernel, kernel, output_shape
 from ..loading import MICROSOFT
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -41,6 +41,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     x, x_scale, x_zero_point, y_scale, y_zero_point = specs
+    x = required(x)
     found = (
         global_kernel(node, x.shape) if node.op_type == "QLinearGlobalAveragePool" else kernel(node, x.shape)
     )

@@ -21,7 +21,7 @@ from ...ops import QuantizedLinearConvolution
 from ...tensor import TensorDesc
 from ..descs import data_type, own_desc
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 from .convolution import convolution, per_channel
 
@@ -39,6 +39,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     x, x_scale, x_zero_point, w, w_scale, w_zero_point, bias, y_scale, y_zero_point = specs
+    x, w = required(x), required(w)
     if len(x.shape) not in (3, 4):
         raise DmlError(f'x: {len(x.shape)}-D; "Input can only be used with 3D/4D tensors." ({SOURCE})')
     shapes = convolution(node, x, w)

@@ -16,7 +16,7 @@ from ...ops import QuantizedLinearMatrixMultiply
 from ...tensor import TensorDesc
 from ..descs import data_type, matmul_shapes
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Described, Spec, described, required
 from . import Mapped
 from .matmul import matmul_fields
 
@@ -32,6 +32,7 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
     a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point = specs
+    a, b = required(a), required(b)
     shapes = matmul_shapes(a, b)
     dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
     rows = {

@@ -29,7 +29,7 @@ from ...tensor import TensorDesc
 from ...types import QuantizationType
 from ..descs import attribute, data_type, own_desc, padded
 from ..graph import Graph
-from ..steps import Described, Spec, described
+from ..steps import Build, Described, Spec, described, required
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -53,18 +53,19 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
     return Mapped((operator,), build, (x, scale, *([zero_point] if zero_point else [])), SOURCE, constants)
 
 
-def _integer_type(graph: Graph, node: onnx.NodeProto) -> np.dtype:
+def _integer_type(graph: Graph, node: onnx.NodeProto) -> np.dtype | None:
     if len(node.input) > 2 and node.input[2]:
         return graph.dtype(node.input[2])
     requested = int(attribute(node, "output_dtype", 0))
     return helper.tensor_dtype_to_np_dtype(requested) if requested else np.dtype(np.uint8)
 
 
-def _build(operator, integer: np.dtype, filled: bool):
+def _build(operator: type[Quantize | Dequantize], integer: np.dtype | None, filled: bool) -> Build:
     """``filled``: the zero point is the provider's constant 0, broadcast to the scale's sizes."""
 
     def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
         x, scale, zero_point = (*specs, None)[:3]
+        x, scale = required(x), required(scale)
         quantization = [own_desc(scale)]
         kind = QuantizationType.SCALE
         if filled:

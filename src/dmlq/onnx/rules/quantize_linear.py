@@ -21,12 +21,12 @@ import onnx
 from onnx import helper
 
 from ...errors import DmlError
-from ...ops import ElementWiseDequantizeLinear, ElementWiseQuantizeLinear, OperatorDesc
+from ...ops import ElementWiseDequantizeLinear, ElementWiseQuantizeLinear
 from ...tensor import TensorDesc
 from ..descs import attribute, broadcast_desc, data_type, own_desc, padded
 from ..graph import Graph
 from ..loading import MICROSOFT
-from ..steps import Described, Spec, described
+from ..steps import Build, Described, Spec, described, required
 from . import Mapped
 
 __all__ = ["NODES", "rule"]
@@ -57,20 +57,21 @@ def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
 
 
 def _build(
-    operator: type[OperatorDesc], axis: int, output_dtype: Callable[[Sequence[Spec | None]], np.dtype]
-):
+    operator: type[ElementWiseQuantizeLinear | ElementWiseDequantizeLinear],
+    axis: int,
+    output_dtype: Callable[[Sequence[Spec | None]], np.dtype],
+) -> Build:
     def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
         x, scale, zero_point = specs
+        x, scale = required(x), required(scale)
         sizes = padded(x.shape)
-        laid = [
-            None if s is None else _along_axis(s, x.shape, axis, f)
-            for s, f in ((scale, "scale"), (zero_point, "zero_point"))
-        ]
+        laid_scale = _along_axis(scale, x.shape, axis, "scale")
+        laid_zero = None if zero_point is None else _along_axis(zero_point, x.shape, axis, "zero_point")
         dtype = output_dtype(specs)
         desc = operator(
             input=own_desc(x, len(sizes)),
-            scale=broadcast_desc(laid[0], sizes, "scale"),
-            zero_point=None if laid[1] is None else broadcast_desc(laid[1], sizes, "zero_point"),
+            scale=broadcast_desc(laid_scale, sizes, "scale"),
+            zero_point=None if laid_zero is None else broadcast_desc(laid_zero, sizes, "zero_point"),
             output=TensorDesc(data_type(dtype), sizes),
         )
         return described(desc, sizes, x.shape, dtype)
@@ -106,4 +107,4 @@ def _quantized(node: onnx.NodeProto) -> Callable[[Sequence[Spec | None]], np.dty
 
 
 def _scale_type(specs: Sequence[Spec | None]) -> np.dtype:
-    return specs[1].dtype
+    return required(specs[1]).dtype
