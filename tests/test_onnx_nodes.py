@@ -521,3 +521,20 @@ def test_a_4bit_com_microsoft_dequantize_is_not_the_providers(rng) -> None:
     proto.graph.input.append(helper.make_tensor_value_info("unused", 1, [1]))
     (verdict,) = dx.check(proto)
     assert verdict.operator is None and "without int4" in verdict.rule
+
+
+class _UntypedGraph:
+    """A graph whose types give no dtype for any value (a model that shape inference left untyped)."""
+
+    def dtype(self, name: str) -> None:
+        return None
+
+
+@pytest.mark.parametrize("op_type", ["DequantizeLinear", "QuantizeLinear"])
+def test_a_q_dq_21_of_unknown_integer_type_is_left_to_onnxruntime_with_the_reason(op_type: str) -> None:
+    from dmlq.onnx.rules import Unmapped, quantization21
+
+    node = helper.make_node(op_type, ["x", "scale", "zero_point"], ["y"])
+    verdict = quantization21.rule(_UntypedGraph(), node)  # type: ignore[arg-type]
+    role = "zero point's" if op_type == "QuantizeLinear" else "input's"
+    assert verdict == Unmapped(f"{op_type} 21 is not mapped: the model's types do not give its {role} dtype")

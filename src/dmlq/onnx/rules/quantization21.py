@@ -30,7 +30,7 @@ from ...types import QuantizationType
 from ..descs import attribute, data_type, own_desc, padded
 from ..graph import Graph
 from ..steps import Build, Described, Spec, described, required
-from . import Mapped
+from . import Mapped, Unmapped
 
 __all__ = ["NODES", "rule"]
 
@@ -40,10 +40,13 @@ SIGNED = (np.dtype(np.int8), np.dtype(ml_dtypes.int4))
 AXIS_NOT_READ = "the provider does not read axis for opset 21"
 
 
-def rule(graph: Graph, node: onnx.NodeProto) -> Mapped:
+def rule(graph: Graph, node: onnx.NodeProto) -> Mapped | Unmapped:
     quantize = node.op_type == "QuantizeLinear"
     x, scale, zero_point = (list(node.input) + ["", ""])[:3]
     integer = _integer_type(graph, node) if quantize else graph.dtype(x)
+    if integer is None:
+        role = "zero point's" if quantize else "input's"
+        return Unmapped(f"{node.op_type} 21 is not mapped: the model's types do not give its {role} dtype")
     constants = {}
     if not zero_point and integer not in SIGNED:
         zero_point = f"{node.output[0]}::zero point 0"
@@ -60,7 +63,7 @@ def _integer_type(graph: Graph, node: onnx.NodeProto) -> np.dtype | None:
     return helper.tensor_dtype_to_np_dtype(requested) if requested else np.dtype(np.uint8)
 
 
-def _build(operator: type[Quantize | Dequantize], integer: np.dtype | None, filled: bool) -> Build:
+def _build(operator: type[Quantize | Dequantize], integer: np.dtype, filled: bool) -> Build:
     """``filled``: the zero point is the provider's constant 0, broadcast to the scale's sizes."""
 
     def build(node: onnx.NodeProto, specs: Sequence[Spec | None]) -> Described:
