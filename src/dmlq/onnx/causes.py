@@ -25,8 +25,8 @@ error of float sums); any other difference is "not a known cause".
   onnxruntime CPU 1.0); a near-tie of ``x / scale`` (one unit);
 * GEMM, MatMulNBits' DEQUANTIZE + GEMM and MATRIX_MULTIPLY_INTEGER_TO_FLOAT (float outputs within
   the rounding error of float32 sums, ``2 * gamma_K * sum |a| |b|``): the sums run in another order
-  (dmlq: NumPy's BLAS, or the exact integer sum scaled once; onnxruntime: MLAS), which DirectML does
-  not promise either; MatMulNBits with accuracy_level 4 on onnxruntime CPU quantizes A to int8
+  (dmlq: each sum over k in order, or the exact integer sum scaled once; onnxruntime: MLAS), which
+  DirectML does not promise either; MatMulNBits with accuracy_level 4 on onnxruntime CPU quantizes A to int8
   (``contrib_ops/cpu/quantization/matmul_nbits.cc``, SQNBIT_CompInt8);
 * DynamicQuantizeMatMul: the provider quantizes A to B's type (int8 for int8 weights), onnxruntime
   CPU to uint8 (``contrib_ops/cpu/quantization/dynamic_quantize_matmul.cc``); with uint8 weights, a
@@ -64,8 +64,8 @@ __all__ = ["UNEXPLAINED", "step_cause"]
 
 UNEXPLAINED = "not a known cause"
 FLOAT_SUMS = (
-    "float32 sums in another order (dmlq: NumPy's BLAS, or the exact integer sum scaled once; onnxruntime: "
-    "MLAS), within their rounding error; DirectML promises no order either"
+    "float32 sums in another order (dmlq: each sum over k in order, or the exact integer sum scaled once; "
+    "onnxruntime: MLAS), within their rounding error; DirectML promises no order either"
 )
 CONVOLUTION = (
     "requantization near-tie: onnxruntime CPU scales with one float32 multiplier XS * WS[m] / YS, dmlq "
