@@ -21,13 +21,6 @@ and outputs), onnxruntime's sessions for the other nodes (``InferenceSession.run
 checked, the plan's calls made; the timer's own cost per timed call taken out). "floor" is
 (kernels + other nodes) / onnxruntime: the ratio with no binding and no bookkeeping at all, below
 which only faster kernels, or onnxruntime's other nodes, go.
-
-dmlq's float GEMM (the QDQ CNN's dequantized classifier, say) is NumPy's BLAS, whose threads are
-BLAS's own, not ``dmlq.set_num_threads``'s: each thread count's block limits them to that count
-through threadpoolctl (the ``bench`` extra) as onnxruntime's session is limited; the header says
-whether the limit applied. Where OpenBLAS runs two threads on a busy 2-core machine, its second
-thread can wait for a core: the CNN's 1 x 16384 x 40 GEMM then takes 8 ms instead of 0.02 ms, and
-the table shows it as it is.
 """
 
 from __future__ import annotations
@@ -43,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
-from dmlq_bench.timing import blas_limit
 
 import dmlq
 import dmlq.onnx as dx
@@ -180,8 +172,7 @@ def measure(proto, threads: list[int], rounds: int, repeats: int) -> dict[int, d
     feeds = random_inputs(loaded, 0, loaded.input_names)
     found = {}
     for count in threads:
-        with blas_limit(count):
-            found[count] = measure_threads(loaded, feeds, proto, count, rounds, repeats)
+        found[count] = measure_threads(loaded, feeds, proto, count, rounds, repeats)
     return found
 
 
@@ -230,12 +221,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["bert", "mlp", "cnn"], choices=["bert", "mlp", "cnn"])
     args = parser.parse_args()
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice on pre-processing
-    blas = (
-        "limited to each count"
-        if importlib.util.find_spec("threadpoolctl")
-        else "BLAS's own (no threadpoolctl)"
-    )
-    print(f"threads {args.threads} (NumPy's BLAS threads: {blas}); interleaved, "
+    print(f"threads {args.threads}; interleaved, "
           f"median of {args.rounds} rounds of {args.repeats} runs")  # fmt: skip
     print("| model | threads | dmlq.onnx.run | onnxruntime CPU | ratio "
           "| dmlq: kernels / binding / other nodes / bookkeeping | floor |")  # fmt: skip
