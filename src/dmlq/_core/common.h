@@ -69,6 +69,11 @@ void dmlq_barrier(int threads); /* all `threads` threads of the running task mee
 /* The next unit of work: atomically returns *counter and increments it. Threads claim units
  * dynamically, so a thread the OS descheduled delays only the unit it holds. */
 ptrdiff_t dmlq_claim(ptrdiff_t *counter);
+
+/* 64-byte aligned memory on every platform (huge-page aligned for large blocks on Linux; gemm.c);
+ * freed by dmlq_release only. */
+void *dmlq_allocate(size_t bytes);
+void dmlq_release(void *memory);
 /* A flag that one thread at a time holds: 1 when this call took it (it was 0), 0 when it is held. */
 int dmlq_take_flag(long *flag);
 void dmlq_give_flag(long *flag);

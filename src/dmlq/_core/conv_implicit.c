@@ -381,7 +381,7 @@ DMLQ_END_TARGET
  * where K is one chunk. */
 static int32_t *partial_sums(const implicit_job *job) {
     const ptrdiff_t panels = job->chunk_groups < job->k_groups ? job->m_panels : 1;
-    return aligned_alloc(64, sizeof(int32_t) * (size_t)(panels * MR * NR));
+    return dmlq_allocate(sizeof(int32_t) * (size_t)(panels * MR * NR));
 }
 
 /* Units of work: a band of an image, its planes (in the thread's own memory), then its tiles. */
@@ -403,7 +403,7 @@ static void bands_task(void *context, int thread, int threads) {
                 compute_tile(job, planes + g * job->group_dwords, g, row, rows, tile, p->y + image * p->y_strides[0],
                              partials);
     }
-    free(partials);
+    dmlq_release(partials);
 }
 
 /* ---- the filter -------------------------------------------------------------------------------- */

@@ -32,7 +32,7 @@ enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
 #define HUGE_BYTES ((size_t)4 << 20)
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
-static void *allocate(size_t bytes) {
+void *dmlq_allocate(size_t bytes) {
 #if defined(_WIN32) /* MSVC, mingw-w64 and clang-cl alike: no posix_memalign */
     return _aligned_malloc(bytes ? bytes : 64, 64);
 #else
@@ -49,7 +49,7 @@ static void *allocate(size_t bytes) {
 #endif
 }
 
-static void release(void *memory) {
+void dmlq_release(void *memory) {
 #if defined(_WIN32)
     _aligned_free(memory);
 #else
@@ -791,10 +791,10 @@ static struct {
 
 static char *workspace_take(size_t bytes, int *kept) {
     *kept = 0;
-    if (!dmlq_take_flag(&workspace.busy)) return allocate(bytes);
+    if (!dmlq_take_flag(&workspace.busy)) return dmlq_allocate(bytes);
     if (workspace.bytes < bytes) {
-        release(workspace.memory);
-        workspace.memory = bytes <= WORKSPACE_MAX_BYTES ? allocate(bytes) : NULL;
+        dmlq_release(workspace.memory);
+        workspace.memory = bytes <= WORKSPACE_MAX_BYTES ? dmlq_allocate(bytes) : NULL;
         workspace.bytes = workspace.memory ? bytes : 0;
     }
     if (workspace.memory) {
@@ -802,14 +802,14 @@ static char *workspace_take(size_t bytes, int *kept) {
         return workspace.memory;
     }
     dmlq_give_flag(&workspace.busy);
-    return allocate(bytes);
+    return dmlq_allocate(bytes);
 }
 
 static void workspace_give(char *memory, int kept) {
     if (kept)
         dmlq_give_flag(&workspace.busy);
     else
-        release(memory);
+        dmlq_release(memory);
 }
 
 /* A matrix-vector product or a few rows: reading B once, straight from a row-major B, beats packing
@@ -934,7 +934,7 @@ int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
     int64_t *partials; /* none: no split K here */
     layout l = {NULL, 0};
     lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
-    l.base = r->memory = allocate(l.used);
+    l.base = r->memory = dmlq_allocate(l.used);
     if (!r->memory) return -1;
     l.used = 0;
     lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
@@ -945,7 +945,7 @@ int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
     return 0;
 }
 
-void dmlq_requantizer_free(dmlq_requantizer *r) { release(r->memory); }
+void dmlq_requantizer_free(dmlq_requantizer *r) { dmlq_release(r->memory); }
 
 /* ---- B packed beforehand ---------------------------------------------------------------------- */
 
@@ -978,8 +978,8 @@ int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offs
     const gemm_kernels *kernels = kernels_for_level();
     const ptrdiff_t groups = padded_groups(kernels, k), n_panels = (n + kernels->nr - 1) / kernels->nr;
     *packed = (dmlq_packed_b){kernels, batches, k, n, n_panels, groups * kernels->nr * 4, n_panels * kernels->nr, b_signed};
-    packed->panels = allocate((size_t)(batches * n_panels * packed->panel_bytes));
-    packed->column_sums = allocate(sizeof(int32_t) * (size_t)(batches * packed->sums_per_batch));
+    packed->panels = dmlq_allocate((size_t)(batches * n_panels * packed->panel_bytes));
+    packed->column_sums = dmlq_allocate(sizeof(int32_t) * (size_t)(batches * packed->sums_per_batch));
     if (!packed->panels || !packed->column_sums) {
         dmlq_gemm_free_packed_b(packed);
         return -1;
@@ -1008,8 +1008,8 @@ void dmlq_gemm_unpack_b(const dmlq_packed_b *packed, char *b) {
 }
 
 void dmlq_gemm_free_packed_b(dmlq_packed_b *packed) {
-    release(packed->panels);
-    release(packed->column_sums);
+    dmlq_release(packed->panels);
+    dmlq_release(packed->column_sums);
     packed->panels = NULL;
     packed->column_sums = NULL;
 }
