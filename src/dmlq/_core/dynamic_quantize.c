@@ -195,6 +195,8 @@ static void quantize_task(void *context, int thread, int threads) {
         const ptrdiff_t first = unit * PIECE, count = job->count - first < PIECE ? job->count - first : PIECE;
 #if DMLQ_X86
         quantize_piece(job, job->x + first, job->out + first, count);
+#else
+        (void)count; /* never reached: dmlq_dynamic_quantize declines without x86 */
 #endif
     }
 }
