@@ -2,10 +2,10 @@
  *
  * The output is cut into units of MC rows x NC columns of one batch, which threads claim one at a
  * time; each output element belongs to one unit, so the thread count changes nothing in its
- * arithmetic. A unit walks K in blocks of KC: it packs its KC x NC block of B (or reads a row-major
- * float32 B where it lies, for a few rows of A) and its MC x KC block of A, then runs the level's
- * MR x NR tile kernel over them, B's panel outermost so that it stays in L1 while A's panels stream
- * from L2. The partial sums live in the output (float32, unit column stride) or in the unit's own
+ * arithmetic. A unit walks K in blocks of KC: it packs its MC x KC block of A, then takes its KC x NC
+ * block of B panel by panel, packing each just before use (or reading a row-major float32 B where it
+ * lies, for a few rows of A), and runs the level's MR x NR tile kernel over A's panels with it: the
+ * panel stays in L1 while A's panels stream from L2. The partial sums live in the output (float32, unit column stride) or in the unit's own
  * float32 buffer; the last K block's tiles then go through the epilogue (alpha, beta * C, the fused
  * activation, float16 rounding) while they are in L1.
  */
@@ -117,12 +117,10 @@ typedef struct {
     ptrdiff_t next_unit;
 } sgemm_plan;
 
-/* One thread's buffers: A's and B's packed blocks, the partial sums, one tile, one epilogue row, and
- * where each of the unit's B panels is read (ldb floats from one k to the next). */
+/* One thread's buffers: A's packed block, one packed B panel, the partial sums, one tile, one epilogue
+ * row. */
 typedef struct {
     float *a, *b, *partials, *tile, *row;
-    const float **b_panels;
-    ptrdiff_t *ldb;
 } thread_buffers;
 
 static size_t floats_bytes(ptrdiff_t count) { return (size_t)round_up(count, 16) * sizeof(float); }
@@ -130,11 +128,9 @@ static size_t floats_bytes(ptrdiff_t count) { return (size_t)round_up(count, 16)
 static size_t thread_layout(const sgemm_plan *plan, thread_buffers *t, char *base) {
     const sgemm_kernels *k = plan->kernels;
     const ptrdiff_t mc = round_up(plan->mc, k->mr), nc = round_up(plan->nc, k->nr);
-    const ptrdiff_t panels = ceil_div(nc, plan->panel);
-    const size_t sizes[] = {floats_bytes(mc * plan->kc), floats_bytes(panels * plan->panel * plan->kc),
+    const size_t sizes[] = {floats_bytes(mc * plan->kc), floats_bytes(plan->panel * plan->kc),
                             plan->direct_out ? 0 : floats_bytes(mc * nc), floats_bytes(k->mr * k->nr),
-                            floats_bytes(nc), round_up(panels * (ptrdiff_t)sizeof(float *), 64),
-                            round_up(panels * (ptrdiff_t)sizeof(ptrdiff_t), 64)};
+                            floats_bytes(nc)};
     size_t offsets[sizeof sizes / sizeof sizes[0]], total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         offsets[i] = total;
@@ -146,8 +142,6 @@ static size_t thread_layout(const sgemm_plan *plan, thread_buffers *t, char *bas
         t->partials = (float *)(base + offsets[2]);
         t->tile = (float *)(base + offsets[3]);
         t->row = (float *)(base + offsets[4]);
-        t->b_panels = (const float **)(base + offsets[5]);
-        t->ldb = (ptrdiff_t *)(base + offsets[6]);
     }
     return total;
 }
@@ -241,42 +235,39 @@ static void finish_row(const sgemm_plan *plan, float *acc, ptrdiff_t count, ptrd
 
 /* ---- a unit -------------------------------------------------------------------------------------------- */
 
-/* The unit's B panels for the K block from k0 on: read in place, or packed into t->b (NR columns at a
- * time: a few-rows panel is several side by side). */
-static void prepare_b(const sgemm_plan *plan, const thread_buffers *t, const char *b, ptrdiff_t columns,
-                      ptrdiff_t k0, ptrdiff_t kb) {
+/* Panel jr of the unit's B for the K block from k0 on (*ldb floats from one k to the next): read in
+ * place, or packed into t->b just before the panel's tiles (NR columns at a time: a few-rows panel is
+ * several side by side), so that the packed panel is still in L1 or L2 when they read it. */
+static const float *b_panel(const sgemm_plan *plan, const thread_buffers *t, const char *b, ptrdiff_t width,
+                            ptrdiff_t k0, ptrdiff_t kb, ptrdiff_t jr, ptrdiff_t *ldb) {
     const dmlq_sgemm_problem *p = plan->p;
     const int nr = plan->kernels->nr, w = plan->panel;
-    for (ptrdiff_t jr = 0; jr * w < columns; jr++) {
-        const ptrdiff_t width = min_size(w, columns - jr * w);
-        const char *panel = b + k0 * p->b_row + jr * w * p->b_col;
-        if (plan->direct_b && (plan->few || width == w || plan->kernels->masked_tile)) {
-            t->b_panels[jr] = (const float *)panel;
-            t->ldb[jr] = p->b_row / 4;
-            continue;
-        }
-        float *packed = t->b + jr * w * kb;
-        for (ptrdiff_t j = 0; j < width; j += nr)
-            plan->kernels->pack_b(packed + j, w, panel + j * p->b_col, (int)min_size(nr, width - j), kb, p->b_row,
-                                  p->b_col, p->type);
-        t->b_panels[jr] = packed;
-        t->ldb[jr] = w;
+    const char *panel = b + k0 * p->b_row + jr * w * p->b_col;
+    if (plan->direct_b && (plan->few || width == w || plan->kernels->masked_tile)) {
+        *ldb = p->b_row / 4;
+        return (const float *)panel;
     }
+    for (ptrdiff_t j = 0; j < width; j += nr)
+        plan->kernels->pack_b(t->b + j, w, panel + j * p->b_col, (int)min_size(nr, width - j), kb, p->b_row, p->b_col,
+                              p->type);
+    *ldb = w;
+    return t->b;
 }
 
-/* One tile of rows x columns continued over kb terms into c (ldc floats per row): a few-rows panel, or
- * at most MR x NR, a tile narrower than NR through t->tile unless the kernel masks its columns. */
-static void run_tile(const sgemm_plan *plan, const thread_buffers *t, ptrdiff_t kb, const float *a, ptrdiff_t jr,
-                     float *c, ptrdiff_t ldc, int rows, int columns, int load) {
+/* One tile of rows x columns continued over kb terms of B panel `b` (ldb floats per k) into c (ldc
+ * floats per row): a few-rows panel, or at most MR x NR, a tile narrower than NR through t->tile
+ * unless the kernel masks its columns. */
+static void run_tile(const sgemm_plan *plan, const thread_buffers *t, ptrdiff_t kb, const float *a, const float *b,
+                     ptrdiff_t ldb, float *c, ptrdiff_t ldc, int rows, int columns, int load) {
     const sgemm_kernels *k = plan->kernels;
     if (plan->few) {
-        k->few_rows(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, columns, load);
+        k->few_rows(kb, a, b, ldb, c, ldc, rows, columns, load);
     } else if (columns == k->nr || k->masked_tile) {
-        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], c, ldc, rows, columns, load);
+        k->tile(kb, a, b, ldb, c, ldc, rows, columns, load);
     } else {
         for (int r = 0; load && r < rows; r++)
             memcpy(t->tile + r * k->nr, c + r * ldc, sizeof(float) * (size_t)columns);
-        k->tile(kb, a, t->b_panels[jr], t->ldb[jr], t->tile, k->nr, rows, k->nr, load);
+        k->tile(kb, a, b, ldb, t->tile, k->nr, rows, k->nr, load);
         for (int r = 0; r < rows; r++) memcpy(c + r * ldc, t->tile + r * k->nr, sizeof(float) * (size_t)columns);
     }
 }
@@ -299,16 +290,17 @@ static void compute_unit(const sgemm_plan *plan, const thread_buffers *t, ptrdif
     for (ptrdiff_t k0 = 0; k0 < p->k; k0 += plan->kc) {
         const ptrdiff_t kb = min_size(plan->kc, p->k - k0);
         const int load = k0 > 0, last = k0 + kb == p->k;
-        prepare_b(plan, t, b, columns, k0, kb);
         for (ptrdiff_t ir = 0; ir * k->mr < rows; ir++)
             k->pack_a(t->a + ir * k->mr * kb, a + ir * k->mr * p->a_row + k0 * p->a_col,
                       (int)min_size(k->mr, rows - ir * k->mr), kb, p->a_row, p->a_col, p->type);
         for (ptrdiff_t jr = 0; jr * plan->panel < columns; jr++) {
             const int width = (int)min_size(plan->panel, columns - jr * plan->panel);
+            ptrdiff_t ldb;
+            const float *panel = b_panel(plan, t, b, width, k0, kb, jr, &ldb);
             for (ptrdiff_t ir = 0; ir * k->mr < rows; ir++) {
                 const int height = (int)min_size(k->mr, rows - ir * k->mr);
                 float *tile = c + ir * k->mr * ldc + jr * plan->panel;
-                run_tile(plan, t, kb, t->a + ir * k->mr * kb, jr, tile, ldc, height, width, load);
+                run_tile(plan, t, kb, t->a + ir * k->mr * kb, panel, ldb, tile, ldc, height, width, load);
                 for (int r = 0; last && !plan->plain && r < height; r++)
                     finish_row(plan, tile + r * ldc, width, batch, i0 + ir * k->mr + r, j0 + jr * plan->panel,
                                t->row);
