@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast, overload
 
 import numpy as np
 
@@ -56,15 +56,20 @@ def available_levels() -> tuple[str, ...]:
     return _core.LEVELS[: _core.LEVELS.index(_core.detected_level()) + 1]
 
 
-def _readable(view: object) -> object:
+_View = TypeVar("_View")
+
+
+def _readable(view: _View) -> _View:
     """``view`` itself, or a packed native copy when the kernels cannot read it in place (a packed
     B, not an array, is always readable)."""
     if not isinstance(view, np.ndarray) or (view.flags.aligned and view.dtype.isnative):
         return view
-    return np.array(view, view.dtype.newbyteorder("="), order="C")  # a fresh, aligned copy
+    return cast(_View, np.array(view, view.dtype.newbyteorder("="), order="C"))  # a fresh, aligned copy
 
 
-def _call(function: Callable[..., None], arrays: tuple, out: np.ndarray, *scalars: object) -> None:
+def _call(
+    function: Callable[..., object], arrays: tuple[object, ...], out: np.ndarray, *scalars: object
+) -> None:
     """``function(*arrays, out, *scalars)``, writing ``out`` in place.
 
     The compiled function raises BufferError for arrays it cannot use as they are (misaligned or
@@ -79,38 +84,46 @@ def _call(function: Callable[..., None], arrays: tuple, out: np.ndarray, *scalar
         out[...] = temporary
 
 
-def quantize_linear(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def quantize_linear(
+    desc: ElementWiseQuantizeLinear, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     arrays = (views["input"], views["scale"], views["zero_point"])
     _call(_core.quantize, arrays, out, reciprocal_division)
 
 
-def dequantize_linear(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def dequantize_linear(
+    desc: ElementWiseDequantizeLinear, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     _call(_core.dequantize, (views["input"], views["scale"], views["zero_point"]), out)
 
 
-def _activation(desc) -> tuple[int, tuple[float, float]]:
+def _activation(desc: OperatorDesc) -> tuple[int, tuple[float, float]]:
     """The fused activation's DirectML type value (0 for none) and its two parameter slots.
 
     Computed once per activation object (a compiled operator's description keeps its own), by
     identity: equal activations can differ in bits (an alpha of 0.0 or -0.0).
     """
-    activation = getattr(desc, "fused_activation", None)
+    activation: Activation | None = getattr(desc, "fused_activation", None)
     if activation is None:
         return 0, (0.0, 0.0)
     cached = _ACTIVATION_ARGUMENTS.get(id(activation))
-    if cached is None or cached[0] is not activation:
-        if len(_ACTIVATION_ARGUMENTS) >= _ACTIVATION_ARGUMENTS_LIMIT:
-            _ACTIVATION_ARGUMENTS.clear()
-        parameters = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
-        cached = _ACTIVATION_ARGUMENTS[id(activation)] = activation, (activation.TYPE_VALUE, parameters[:2])
-    return cached[1]
+    if cached is not None and cached[0] is activation:
+        return cached[1]
+    if len(_ACTIVATION_ARGUMENTS) >= _ACTIVATION_ARGUMENTS_LIMIT:
+        _ACTIVATION_ARGUMENTS.clear()
+    first, second, *_ = (*(float(p) for p in activation.parameters()), 0.0, 0.0)
+    arguments = (activation.TYPE_VALUE, (first, second))
+    _ACTIVATION_ARGUMENTS[id(activation)] = activation, arguments
+    return arguments
 
 
 _ACTIVATION_ARGUMENTS: dict[int, tuple[Activation, tuple[int, tuple[float, float]]]] = {}
 _ACTIVATION_ARGUMENTS_LIMIT = 1024
 
 
-def add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def add(
+    desc: ElementWiseAdd | ElementWiseAdd1, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     activation, parameters = _activation(desc)
     _call(_core.add, (views["a"], views["b"]), out, activation, parameters)
 
@@ -124,11 +137,17 @@ def _scalar(view: np.ndarray | None) -> float | int:
     return 0 if view is None else view.item(0)
 
 
-def quantized_linear_add(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def quantized_linear_add(
+    desc: ElementWiseQuantizedLinearAdd, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     scalars = [_scalar(views[name]) for name in _QUANTIZED_ADD_PARAMETERS]
     _call(_core.quantized_add, (views["a"], views["b"]), out, *scalars, reciprocal_division)
 
 
+@overload
+def matrix_operand(view: np.ndarray) -> np.ndarray: ...
+@overload
+def matrix_operand(view: None) -> None: ...
 def matrix_operand(view: np.ndarray | None) -> np.ndarray | None:
     """A scale or zero point tensor as the matrix multiply's kernels take it: of at least 2
     dimensions, ``[..., M, 1]``, ``[..., 1, N]`` or ``[..., 1, 1]`` (those before the last two of
@@ -152,18 +171,29 @@ def matrix_b(b: np.ndarray | PackedB) -> object:
     return b.as_kernel_operand() if isinstance(b, PackedB) else b
 
 
-def quantized_linear_matrix_multiply(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def quantized_linear_matrix_multiply(
+    desc: QuantizedLinearMatrixMultiply, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     """``views["b"]`` is an array or a :class:`PackedB` (OWNED_BY_DML, or a NumPy-layer packing)."""
-    a_scale, a_zero_point, *b_and_output = (matrix_operand(views[name]) for name in _MATRIX_QUANTIZATION)
-    operands = (views["a"], a_scale, a_zero_point, matrix_b(views["b"]), *b_and_output)
-    if views["a"].shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
+    a_scale, a_zero_point, b_scale, b_zero_point, y_scale, y_zero_point = (
+        matrix_operand(views[name]) for name in _MATRIX_QUANTIZATION
+    )
+    a, b = views["a"], matrix_b(views["b"])
+    if a.shape[-1] >= _core.MAX_K:  # beyond the kernel's int32 sums: the exact int64 formula
+        b_array = cast(np.ndarray, b)  # where K is this long, a packed B's operand is its private copy
         out[...] = reference.quantized_linear_matrix_multiply(
-            *operands, out.dtype, reciprocal_division=reciprocal_division
-        )
+            a, a_scale, a_zero_point, b_array, b_scale, b_zero_point, y_scale, y_zero_point, out.dtype,
+            reciprocal_division=reciprocal_division,
+        )  # fmt: skip
         return
+    operands = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
     _call(_core.matmul, operands, out, reciprocal_division)
 
 
+@overload
+def _values(view: np.ndarray | Nibbles) -> np.ndarray: ...
+@overload
+def _values(view: None) -> None: ...
 def _values(view: np.ndarray | Nibbles | None) -> np.ndarray | None:
     """An operand as an ndarray: a 4-bit tensor's nibbles as an ``ml_dtypes`` array."""
     return view.unpacked() if isinstance(view, Nibbles) else view
@@ -197,7 +227,9 @@ def _as_matrix(sizes: tuple[int, ...], blocks: tuple[int, ...]) -> tuple[int, in
     return math.prod(leading), cols, math.prod(leading_blocks), block_cols
 
 
-def _int4_operands(scale: np.ndarray, zero_point: np.ndarray | None, floats: np.ndarray) -> tuple | None:
+def _int4_operands(
+    scale: np.ndarray, zero_point: np.ndarray | None, floats: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """The compiled kernels' [rows, cols] float matrix, scale and int8 zero point, or None when they
     cannot take the problem (a float matrix not contiguous, other types, blocks that do not merge)."""
     matrix = _as_matrix(floats.shape, scale.shape)
@@ -248,7 +280,7 @@ def _int4_kernel(kernel: Callable[[np.ndarray, np.ndarray, np.ndarray | None], N
     return True
 
 
-def quantize(desc, views: Views, out: np.ndarray | Nibbles, reciprocal_division: bool) -> None:
+def quantize(desc: Quantize, views: Views, out: np.ndarray | Nibbles, reciprocal_division: bool) -> None:
     scale, zero_point = _quantization_tensors(views)
     if zero_point is None:
         zero_point = scale_only_zero_point(out.dtype, scale.shape)
@@ -260,7 +292,7 @@ def quantize(desc, views: Views, out: np.ndarray | Nibbles, reciprocal_division:
     _deliver(result, out)
 
 
-def dequantize(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def dequantize(desc: Dequantize, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     scale, zero_point = _quantization_tensors(views)
     q = views["input"]
     if zero_point is None:
@@ -290,7 +322,7 @@ def _four_dimensional(view: np.ndarray) -> np.ndarray:
     return view if view.ndim == 4 else view[:, :, np.newaxis]
 
 
-def _window(desc) -> tuple[object, ...]:
+def _window(desc: ConvolutionInteger | QuantizedLinearConvolution) -> tuple[object, ...]:
     """A convolution's window attributes in the order ``_core.convolution`` takes them."""
     return desc.strides, desc.dilations, desc.start_padding, desc.end_padding, desc.group_count
 
@@ -300,14 +332,18 @@ def _filter(view: np.ndarray | PackedFilter) -> object:
     return view.for_kernels() if isinstance(view, PackedFilter) else _four_dimensional(view)
 
 
-def convolution_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def convolution_integer(
+    desc: ConvolutionInteger, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     x, w = _four_dimensional(views["input"]), _filter(views["filter"])
     x_zero_point, w_zero_point = _vector(views["input_zero_point"]), _vector(views["filter_zero_point"])
     arrays = (x, None, x_zero_point, w, None, w_zero_point, None, None, None)
     _call(_core.convolution, arrays, _four_dimensional(out), *_window(desc), False)
 
 
-def quantized_linear_convolution(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def quantized_linear_convolution(
+    desc: QuantizedLinearConvolution, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     x, w = _four_dimensional(views["input"]), _filter(views["filter"])
     names = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias", "output_scale",
              "output_zero_point")  # fmt: skip
@@ -326,23 +362,31 @@ def _columns(view: np.ndarray | None) -> np.ndarray | None:
     return None if view is None else view.reshape(1, -1)
 
 
-def matrix_multiply_integer(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def matrix_multiply_integer(
+    desc: MatrixMultiplyInteger, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     a, a_zero_point = views["a"], _rows(views["a_zero_point"])
     b, b_zero_point = views["b"], _columns(views["b_zero_point"])
     _call(_core.matmul_integer, (a, a_zero_point, b, b_zero_point), out)
 
 
-def _float32(view: np.ndarray | None) -> np.ndarray | None:
+def _float32(view: np.ndarray) -> np.ndarray:
     """A float16 scale widened (exactly) to the float32 the kernels take."""
-    return None if view is None else view.astype(np.float32, copy=False)
+    return view.astype(np.float32, copy=False)
 
 
-def matrix_multiply_integer_to_float(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def matrix_multiply_integer_to_float(
+    desc: MatrixMultiplyIntegerToFloat, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     """The compiled kernel takes 8-bit A and B; 16- and 32-bit integers take the exact NumPy formula."""
-    a, a_scale, a_zero_point = views["a"], _float32(_rows(views["a_scale"])), _rows(views["a_zero_point"])
+    a, a_scale, a_zero_point = (
+        views["a"],
+        _float32(views["a_scale"]).reshape(-1, 1),
+        _rows(views["a_zero_point"]),
+    )
     b, b_scale, b_zero_point = (
         views["b"],
-        _float32(_columns(views["b_scale"])),
+        _float32(views["b_scale"]).reshape(1, -1),
         _columns(views["b_zero_point"]),
     )
     if a.dtype.itemsize > 1 or b.dtype.itemsize > 1:
@@ -358,7 +402,7 @@ def matrix_multiply_integer_to_float(desc, views: Views, out: np.ndarray, recipr
 
 
 def dynamic_quantize_linear(
-    desc, views: Views, out: tuple[np.ndarray, ...], reciprocal_division: bool
+    desc: DynamicQuantizeLinear, views: Views, out: tuple[np.ndarray, ...], reciprocal_division: bool
 ) -> None:
     """``out``: the quantized data, the scale and the zero point (DirectML's three outputs).
 
@@ -383,7 +427,9 @@ def dynamic_quantize_linear(
     )
 
 
-def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def quantized_linear_average_pooling(
+    desc: QuantizedLinearAveragePooling, views: Views, out: np.ndarray, reciprocal_division: bool
+) -> None:
     xs, xz, ys, yz = (_vector(views[name]) for name in ("input_scale", "input_zero_point", "output_scale",
                                                          "output_zero_point"))  # fmt: skip
     window = (desc.window_size, desc.strides, desc.dilations, desc.start_padding, desc.end_padding)
@@ -391,7 +437,7 @@ def quantized_linear_average_pooling(desc, views: Views, out: np.ndarray, recipr
           reciprocal_division)  # fmt: skip
 
 
-def gemm(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
+def gemm(desc: Gemm, views: Views, out: np.ndarray, reciprocal_division: bool) -> None:
     """The float GEMM in the compiled core: each output's sum over k in order, one float32 fused
     multiply-add per term (dmlq.reference.gemm), at every level and thread count."""
     activation, parameters = _activation(desc)
@@ -400,7 +446,8 @@ def gemm(desc, views: Views, out: np.ndarray, reciprocal_division: bool) -> None
     _call(_core.gemm, (views["a"], views["b"], views["c"]), out, *scalars)
 
 
-Kernel = Callable[[OperatorDesc, Views, Operand, bool], None]
+# Each kernel takes the description of the type KERNELS keys it by.
+Kernel = Callable[[Any, Views, Operand, bool], None]
 
 KERNELS: dict[type[OperatorDesc], Kernel] = {
     ElementWiseQuantizeLinear: quantize_linear,
