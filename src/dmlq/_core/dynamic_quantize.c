@@ -39,6 +39,14 @@ static void range_portable(const char *data, int type, ptrdiff_t count, ptrdiff_
 }
 
 #if DMLQ_X86
+/* How many of `count` values of `size` bytes from `data` come before an `alignment`-byte boundary (at
+ * most alignment / size): NumPy aligns its data to 16 bytes only, and vector loads that straddle cache
+ * lines cost the memory-bound passes up to a tenth of their time. */
+static ptrdiff_t unaligned_head(const void *data, ptrdiff_t size, ptrdiff_t count, ptrdiff_t alignment) {
+    const ptrdiff_t head = (ptrdiff_t)((0 - (uintptr_t)data) % (uintptr_t)alignment) / size;
+    return head < count ? head : count;
+}
+
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 /* Contiguous values, 32 at a time in four pairs of accumulators (the rest portably). */
 static ptrdiff_t range_avx2(const char *data, int type, ptrdiff_t count, float *lo, float *hi, int *nan) {
@@ -94,14 +102,6 @@ static ptrdiff_t range_avx512(const char *data, int type, ptrdiff_t count, float
 }
 DMLQ_END_TARGET
 #endif
-
-/* How many of `count` values of `size` bytes from `data` come before an `alignment`-byte boundary (at
- * most alignment / size): NumPy aligns its data to 16 bytes only, and vector loads that straddle cache
- * lines cost the memory-bound passes up to a tenth of their time. */
-static ptrdiff_t unaligned_head(const void *data, ptrdiff_t size, ptrdiff_t count, ptrdiff_t alignment) {
-    const ptrdiff_t head = (ptrdiff_t)((0 - (uintptr_t)data) % (uintptr_t)alignment) / size;
-    return head < count ? head : count;
-}
 
 /* The extremes of `count` values `stride` bytes apart, folded into *lo and *hi (*nan set if one is NaN). */
 static void range_of(const char *data, int type, ptrdiff_t count, ptrdiff_t stride, float *lo, float *hi, int *nan) {
