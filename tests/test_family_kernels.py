@@ -790,6 +790,26 @@ def test_dynamic_quantize_linear_against_the_reference(level, rng, threads, dtyp
     assert scale == expected_scale and zero_point == expected_zero
 
 
+@pytest.mark.parametrize("size", [1, 15, 16, 64, 79, 200])
+def test_dynamic_quantize_linear_from_every_alignment(level, rng, size):
+    """The passes start with the values before a 64-byte boundary: data from each 4-byte offset of one,
+    with its extremes in the head, the body and the tail in turn."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    memory = np.empty(size + 16 + 16, np.float32)
+    first = (-memory.ctypes.data % 64) // 4
+    for start in range(first, first + 16):
+        x = memory[start : start + size]
+        x[...] = rng.uniform(-3, 5, size).astype(np.float32)
+        x[(start - first) * 7 % size] = -100
+        assert _core.value_range(x) == (float(x.min()), float(x.max()))
+        out = np.empty(size, np.uint8)
+        scale, zero_point = dynamic_quantize_linear(x, out, False)
+        y, expected_scale, expected_zero = reference(x, np.uint8)
+        np.testing.assert_array_equal(out, y)
+        assert scale == expected_scale and zero_point == expected_zero
+
+
 @pytest.mark.parametrize("values", [[1.0, np.nan, -2.0], [np.inf, 1.0], [0.0, 0.0], [1e-40, -1e-39]])
 def test_dynamic_quantize_linear_where_the_compiled_pass_declines(level, values):
     """NaN, infinities, all-zero and subnormal data take the element-wise quantize: the same bits."""

@@ -481,21 +481,40 @@ int dmlq_conv_implicit_fits(const dmlq_conv_problem *p) {
     return dmlq_level() == DMLQ_LEVEL_VNNI && two_d && exact && p->channels != p->groups && p->stride[2] <= MAX_STRIDE;
 }
 
-/* The work of bands of `rows` output rows over every image, in cycles at the kernel's rate: its
- * tiles' lanes times their k groups and panels (8 products of 16 lanes by vpdpbusd, 2 a cycle) and
- * its planes' dwords (about a fifth of a cycle each, by fill_row_stride1). */
-static double bands_cost(const implicit_job *job, ptrdiff_t rows) {
+/* The work of one band of `rows` output rows of an image, in cycles at the kernel's rate: its tiles'
+ * lanes times their k groups and panels (8 products of 16 lanes by vpdpbusd, 2 a cycle) and its
+ * planes' dwords (about a fifth of a cycle each, by fill_row_stride1). */
+static double band_cost(const implicit_job *job, ptrdiff_t rows) {
     const dmlq_conv_problem *p = job->p;
-    ptrdiff_t used = 0, lanes = 0, plane_dwords = 0;
+    ptrdiff_t used = 0;
     for (ptrdiff_t phase = 0; phase < job->phases; phase++) used += job->phase_used[phase];
-    for (ptrdiff_t row = 0; row < p->out[1]; row += rows) {
-        const ptrdiff_t band = smaller(p->out[1] - row, rows);
-        lanes += tiles_of(job, band) * NR;
-        plane_dwords += plane_rows(job, band) * job->wq * used;
-    }
     const double groups = (double)(p->groups * job->cq);
-    return (double)lanes * (double)(job->k_groups * job->m_panels) * groups / (double)job->cq * 0.25 +
-           (double)plane_dwords * groups * 0.2;
+    return (double)(tiles_of(job, rows) * NR) * (double)(job->k_groups * job->m_panels) * groups / (double)job->cq * 0.25 +
+           (double)(plane_rows(job, rows) * job->wq * used) * groups * 0.2;
+}
+
+enum { PLANNED_THREADS = 64, PLANNED_UNITS_PER_THREAD = 64 };
+
+/* The work of bands of `rows` rows over every image as `threads` threads do it, each claiming the next
+ * band when it is free (bands_task): the busiest thread's, in band_cost's cycles. With few bands per
+ * thread the last ones decide: for 1 x 1 256 -> 64 at 56², one image on 2 threads, bands of 18 rows
+ * (18, 18, 18, 2) have the fewest tiles (66, against 68 in 4 bands of 14 rows), but one thread then
+ * computes 42 of them, against 34. */
+static double bands_cost(const implicit_job *job, ptrdiff_t rows, int threads) {
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t height = p->out[1], bands = (height + rows - 1) / rows, units = p->batches * bands;
+    const double whole = band_cost(job, rows), last = band_cost(job, height - (bands - 1) * rows);
+    const double total = (double)p->batches * ((double)(bands - 1) * whole + last);
+    if (threads <= 1 || threads > PLANNED_THREADS || units > PLANNED_UNITS_PER_THREAD * threads)
+        return total / (threads > 1 ? threads : 1); /* one thread, or so many bands that they even out */
+    double finish[PLANNED_THREADS] = {0}, busiest = 0.0;
+    for (ptrdiff_t unit = 0; unit < units; unit++) {
+        int idle = 0; /* the thread free first */
+        for (int t = 1; t < threads; t++) idle = finish[t] < finish[idle] ? t : idle;
+        finish[idle] += unit % bands == bands - 1 ? last : whole;
+        busiest = finish[idle] > busiest ? finish[idle] : busiest;
+    }
+    return busiest;
 }
 
 /* Bands of output rows: each band's planes within BAND_BYTES (unless of one row), enough bands for
@@ -513,10 +532,10 @@ static void plan_bands(implicit_job *job, int threads) {
         }
     }
     job->band_rows = largest;
-    double best = bands_cost(job, largest);
+    double best = bands_cost(job, largest, threads);
     for (ptrdiff_t rows = largest - 1; rows >= (largest + 1) / 2; rows--) {
-        const double cost = bands_cost(job, rows);
-        if (cost < best) best = cost, job->band_rows = rows;
+        const double cost = bands_cost(job, rows, threads);
+        if (cost < best * (1.0 - 1e-9)) best = cost, job->band_rows = rows; /* ties: the larger bands */
     }
     job->bands = (height + job->band_rows - 1) / job->band_rows;
 }

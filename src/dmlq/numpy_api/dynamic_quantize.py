@@ -7,11 +7,14 @@ scale and its zero point) are the function's three results.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .. import _core
 from ..ops.dynamic_quantize_linear import DynamicQuantizeLinear
+from ..tensor import TensorDesc
 from . import rules
 from .compiling import compiled, desc, supported_dtypes
 from .rules import F32, U8, output_dtype
@@ -52,7 +55,19 @@ def dynamic_quantize_linear(x: ArrayLike, *, dtype: DTypeLike | None = None) -> 
     y = _core.empty(read.shape, out_dtype)
     scale, zero_point = np.empty(ones, SCALE_DTYPE), np.empty(ones, out_dtype)
     operator, operands = compiled(DynamicQuantizeLinear, {"input": read}, y, ("input",), (), ARGUMENTS,
-                                  output_scale=desc(scale), output_zero_point=desc(zero_point))  # fmt: skip
+                                  output_scale=parameter_desc(len(ones), SCALE_DTYPE),
+                                  output_zero_point=parameter_desc(len(ones), out_dtype))  # fmt: skip
     operator.run_arrays(operands, (y, scale, zero_point))
     y = y.reshape(x.shape) if x.size else np.empty(x.shape, out_dtype)
     return y, scale.reshape(()), zero_point.reshape(())
+
+
+@functools.cache
+def parameter_desc(dimensions: int, dtype: np.dtype) -> TensorDesc:
+    """The description of a scale or zero point output of ``dimensions`` sizes of 1, built once per
+    dimension count and dtype: building a TensorDesc took two thirds of a small call's 30 us.
+
+    >>> parameter_desc(2, np.dtype(np.uint8)).sizes
+    (1, 1)
+    """
+    return desc(np.empty((1,) * dimensions, dtype))
