@@ -37,6 +37,7 @@ and NumPy's warm-up results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import sys
 import time
@@ -48,15 +49,15 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from dmlq_bench import ceilings  # noqa: E402
-from dmlq_bench.timing import Case, Contender, Plan, measure_block, median  # noqa: E402
+from dmlq_bench.timing import Case, Contender, Plan, blas_limit, measure_block, median  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 from dmlq import _core  # noqa: E402
 
 try:
-    from threadpoolctl import ThreadpoolController
+    from threadpoolctl import threadpool_info
 except ImportError:  # the bench extra's; NumPy's thread count cannot be set without it
-    ThreadpoolController = None
+    threadpool_info = None
 try:
     import torch
 except ImportError:  # a peer only where installed
@@ -88,22 +89,13 @@ SHAPES = [
 ]
 
 
-class Blas:
-    """NumPy's BLAS thread count, set only when it changes (a call of the library, not a scan)."""
-
-    def __init__(self) -> None:
-        self.libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-        self.default = max(library.num_threads for library in self.libraries)
-        self.current = self.default
-
-    def use(self, threads: int) -> None:
-        if threads != self.current:
-            for library in self.libraries:
-                library.set_num_threads(threads)
-            self.current = threads
-
-
-BLAS = Blas() if ThreadpoolController is not None else None
+# NumPy's BLAS threads where a program sets none; None without threadpoolctl (NumPy is then left out,
+# since its thread count cannot be set per block)
+BLAS_DEFAULT = (
+    max(library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas")
+    if threadpool_info is not None
+    else None
+)
 
 
 def session(op_type: str, a: np.ndarray, constants: dict[str, np.ndarray], threads: int, **attributes):
@@ -142,18 +134,12 @@ def gemm_case(group, title, batch, m, k, n, trans_b, with_c) -> Case:
 
         return run
 
-    def numpy_on(default_threads: bool):
-        def prepare(block_threads):
-            wanted = BLAS.default if default_threads else block_threads
+    def numpy(threads):  # its BLAS threads are the block's (run_case)
+        def run():
+            product = a @ op_b
+            return product if c is None else product + c
 
-            def run():
-                BLAS.use(wanted)
-                product = a @ op_b
-                return product if c is None else product + c
-
-            return run
-
-        return prepare
+        return run
 
     def torch_matmul(threads):
         torch.set_num_threads(threads)
@@ -170,13 +156,13 @@ def gemm_case(group, title, batch, m, k, n, trans_b, with_c) -> Case:
         return session("Gemm", a, {"b": b, "c": c}, threads, transB=int(trans_b))
 
     contenders = [Contender("dmlq", dmlq)]
-    if BLAS is not None:
-        contenders.append(Contender("numpy", numpy_on(False)))
+    if BLAS_DEFAULT is not None:
+        contenders.append(Contender("numpy", numpy))
     if torch is not None:
         contenders.append(Contender("torch", torch_matmul, result=lambda t: t.numpy()))
     contenders.append(Contender("onnxruntime", onnxruntime))
     work = 2.0 * np.prod(batch, dtype=float) * m * n * k
-    default = [Contender("numpy default", numpy_on(True))] if BLAS is not None else []
+    default = [Contender("numpy default", numpy)] if BLAS_DEFAULT is not None else []
     return Case(group, title, "GFLOP/s", work, contenders), Case(group, title, "GFLOP/s", work, default)
 
 
@@ -184,11 +170,13 @@ PEERS = ("numpy", "torch", "onnxruntime")
 
 
 def run_case(case: Case, default: Case, threads: list[int], plan: Plan) -> tuple[dict, float]:
-    """Median seconds per (contender, threads), and the largest difference of NumPy's result from dmlq's."""
+    """Median seconds per (contender, threads), and the largest difference of NumPy's result from dmlq's:
+    a block per thread count with NumPy's BLAS limited to it, then NumPy alone with its default threads."""
     medians, widest = {}, 0.0
-    blocks = [(case, t) for t in threads] + ([(default, BLAS.default)] if default.contenders else [])
+    blocks = [(case, t) for t in threads] + ([(default, BLAS_DEFAULT)] if default.contenders else [])
     for block_case, t in blocks:
-        block = measure_block(block_case, t, plan, verify=True)
+        with blas_limit(t) if block_case is case else contextlib.nullcontext():
+            block = measure_block(block_case, t, plan, verify=True)
         for name, samples in block["samples"].items():
             medians[(name, t)] = median(samples)
         for name, check in block["verification"].items():
@@ -232,9 +220,9 @@ def rows(case: Case, level: str, medians: dict, widest: float, peaks: dict[str, 
             + " | ".join(ratio(seconds, mine) for seconds in theirs)
             + f" | {widest:.1e} |"
         )
-    if BLAS is not None and ("numpy default", BLAS.default) in medians:
-        seconds = medians[("numpy default", BLAS.default)]
-        lines.append(f"| {case.title} | {level} | NumPy's default ({BLAS.default}) | | | | "
+    if ("numpy default", BLAS_DEFAULT) in medians:
+        seconds = medians[("numpy default", BLAS_DEFAULT)]
+        lines.append(f"| {case.title} | {level} | NumPy's default ({BLAS_DEFAULT}) | | | | "
                      f"{gflops(work, seconds)} | | | | | | | |")  # fmt: skip
     return lines
 
@@ -255,9 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     levels = [level for level in args.levels.split(",") if level in available]
     groups = set(args.cases.split(",")) if args.cases else None
     plan = PLANS["quick" if args.quick else "full"]
-    blas = (
-        "no threadpoolctl: NumPy left out" if BLAS is None else f"NumPy's BLAS default {BLAS.default} threads"
-    )
+    blas = f"NumPy's BLAS default {BLAS_DEFAULT} threads" if BLAS_DEFAULT else "no threadpoolctl: no NumPy"
     peers = f"torch {torch.__version__}" if torch is not None else "no torch"
     peaks = fma_peaks(levels, threads)
     print(f"# {' '.join(sys.argv)}")
@@ -279,8 +265,6 @@ def main(argv: list[str] | None = None) -> None:
                 print("\n".join(rows(case, level, medians, widest, peaks[level])), flush=True)
     finally:
         _core.set_level(_core.detected_level())
-        if BLAS is not None:
-            BLAS.use(BLAS.default)
 
 
 if __name__ == "__main__":
