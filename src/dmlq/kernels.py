@@ -352,11 +352,19 @@ def quantized_linear_convolution(
     _call(_core.convolution, arrays, _four_dimensional(out), *_window(desc), reciprocal_division)
 
 
+@overload
+def _rows(view: np.ndarray) -> np.ndarray: ...
+@overload
+def _rows(view: None) -> None: ...
 def _rows(view: np.ndarray | None) -> np.ndarray | None:
     """A per-tensor or per-row view as a column ``[M or 1, 1]`` (None stays None)."""
     return None if view is None else view.reshape(-1, 1)
 
 
+@overload
+def _columns(view: np.ndarray) -> np.ndarray: ...
+@overload
+def _columns(view: None) -> None: ...
 def _columns(view: np.ndarray | None) -> np.ndarray | None:
     """A per-tensor or per-column view as a row ``[1, N or 1]`` (None stays None)."""
     return None if view is None else view.reshape(1, -1)
@@ -381,12 +389,12 @@ def matrix_multiply_integer_to_float(
     """The compiled kernel takes 8-bit A and B; 16- and 32-bit integers take the exact NumPy formula."""
     a, a_scale, a_zero_point = (
         views["a"],
-        _float32(views["a_scale"]).reshape(-1, 1),
+        _float32(_rows(views["a_scale"])),
         _rows(views["a_zero_point"]),
     )
     b, b_scale, b_zero_point = (
         views["b"],
-        _float32(views["b_scale"]).reshape(1, -1),
+        _float32(_columns(views["b_scale"])),
         _columns(views["b_zero_point"]),
     )
     if a.dtype.itemsize > 1 or b.dtype.itemsize > 1:

@@ -57,8 +57,7 @@ static PyObject *matmul_integer_to_float(PyObject *self, PyObject *args) {
     }
     if (bias && check_bias(bias, out) < 0) return NULL;
     const int ndim = PyArray_NDIM(out);
-    ptrdiff_t batches = 1;
-    for (int d = 0; d < ndim - 2; d++) batches *= PyArray_DIM(out, d);
+    const ptrdiff_t batches = PyArray_MultiplyList(PyArray_DIMS(out), ndim - 2);
     ptrdiff_t *bias_offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(batches ? batches : 1));
     if (!bias_offsets) return PyErr_NoMemory();
     if (bias) dmlq_py_batch_offsets(bias, out, bias_offsets);

@@ -120,8 +120,7 @@ PyObject *dmlq_py_pack_b(PyObject *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "pack_b: b must be a 2-D to 4-D uint8 or int8 array with K below MAX_K");
         return NULL;
     }
-    ptrdiff_t batches = 1;
-    for (int d = 0; d < ndim - 2; d++) batches *= PyArray_DIM(b, d);
+    const ptrdiff_t batches = PyArray_MultiplyList(PyArray_DIMS(b), ndim - 2);
     packed_matrix *matrix = PyMem_RawCalloc(1, sizeof *matrix);
     ptrdiff_t *offsets = PyMem_RawMalloc(sizeof(ptrdiff_t) * (size_t)(batches ? batches : 1));
     if (!matrix || !offsets) {
@@ -238,8 +237,8 @@ static void free_vectors(matmul_vectors *v) {
 static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *packed, PyArrayObject *out,
                       const matmul_vectors *v, int reciprocal, const dmlq_gemm_epilogue *epilogue) {
     const int ndim = PyArray_NDIM(out);
-    dmlq_gemm_problem p = {1, PyArray_DIM(out, ndim - 2), PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
-    for (int d = 0; d < ndim - 2; d++) p.batches *= PyArray_DIM(out, d);
+    dmlq_gemm_problem p = {PyArray_MultiplyList(PyArray_DIMS(out), ndim - 2), PyArray_DIM(out, ndim - 2),
+                           PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
     ptrdiff_t *offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(3 * p.batches));
     if (!offsets) {
         PyErr_NoMemory();

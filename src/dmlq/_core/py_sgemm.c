@@ -56,8 +56,7 @@ static PyObject *gemm(PyObject *self, PyObject *args) {
     if (PyErr_Occurred() || check_operands(arrays, trans_a, trans_b) < 0) return NULL;
     PyArrayObject *out = arrays[OUT];
     const int ndim = PyArray_NDIM(out);
-    ptrdiff_t batches = 1;
-    for (int d = 0; d < ndim - 2; d++) batches *= PyArray_DIM(out, d);
+    const ptrdiff_t batches = PyArray_MultiplyList(PyArray_DIMS(out), ndim - 2);
     ptrdiff_t *offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(OPERANDS * (batches ? batches : 1)));
     if (!offsets) return PyErr_NoMemory();
     for (int i = 0; i < OPERANDS; i++)
