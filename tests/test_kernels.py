@@ -582,6 +582,25 @@ def test_matmul_more_rows_read_a_large_b_in_place(threads, m, b_type):
     check_matmul(views, U8)
 
 
+@pytest.mark.parametrize("thread_count", [1, 2])
+@pytest.mark.parametrize(
+    "k, n, b_layout", [(2048, 2100, "rows"), (40_000, 60, "rows"), (2048, 2100, "columns")]
+)
+def test_matmul_a_large_b_packed_a_chunk_at_a_time(level, threads, thread_count, k, n, b_layout):
+    """A B of 4 MiB or more packed by the call itself: each thread packs a chunk of B's panels into a
+    buffer of its own just before their tiles (here with a column tail, a partial A panel, K beyond one
+    int32 chunk, and B's columns contiguous instead of its rows)."""
+    dmlq.set_num_threads(thread_count)
+    rng = np.random.default_rng(k + n)
+    b = integers(rng, I8, (k, n)) if b_layout == "rows" else integers(rng, I8, (n, k)).T
+    views = matmul_case(rng, integers(rng, U8, (9, k)), b, U8, I8, U8, True, True, True)
+    views["a_zero_point"] = U8(128 + rng.integers(-3, 4, views["a_zero_point"].shape))  # mostly unsaturated:
+    views["b_zero_point"] = I8(rng.integers(-3, 4, views["b_zero_point"].shape))  # sums ~ sqrt(K)
+    views["output_scale"] = views["output_scale"] * np.float32(np.sqrt(k) / 4)
+    got = check_matmul(views, U8)
+    assert 0.5 < np.mean((got > 0) & (got < 255))
+
+
 @pytest.mark.parametrize("b_layout", ["4 KiB apart", "8 KiB apart, a tail", "reversed", "one row"])
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 def test_matmul_b_in_place_row_strides(level, m, b_layout):
