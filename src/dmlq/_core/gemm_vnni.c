@@ -89,16 +89,64 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
     _mm512_store_si512((void *)(tile + (m) * GEMM_NR + 32), c##m##2);
 #define EVERY_TILE_ROW(step) step(0) step(1) step(2) step(3) step(4) step(5) step(6) step(7)
 
+#define TILE_LOOP                                                                                        \
+    const int ahead = groups >= PREFETCH_MIN_GROUPS;                                                     \
+    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {                                   \
+        if (ahead) prefetch_b(b);                                                                        \
+        const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64)); \
+        const __m512i b2 = _mm512_load_si512((const void *)(b + 128));                                   \
+        EVERY_TILE_ROW(TILE_ROW_DOT)                                                                     \
+    }
+
 static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
     EVERY_TILE_ROW(TILE_ROW)
-    const int ahead = groups >= PREFETCH_MIN_GROUPS;
-    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
-        if (ahead) prefetch_b(b);
-        const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64));
-        const __m512i b2 = _mm512_load_si512((const void *)(b + 128));
-        EVERY_TILE_ROW(TILE_ROW_DOT)
-    }
+    TILE_LOOP
     EVERY_TILE_ROW(TILE_ROW_STORE)
+}
+
+/* Row m of the tile's sums, corrected (gemm_epilogue.c's wrapping int32 formula: dot - zb' rowsum(A') -
+ * za' (colsum(B') - K zb')), into its int32 output row. With uniform zero points the terms are one per
+ * row (by_row) and one vector per block of columns (by_column); else each is a product per lane. */
+#define TILE_ROW_OUT(m)                                                                                  \
+    {                                                                                                    \
+        int32_t *row = (int32_t *)(t->out + (m) * t->out_row);                                           \
+        if (uniform) {                                                                                   \
+            const __m512i by_row = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[m] * b_zero));         \
+            _mm512_storeu_si512((void *)row, _mm512_sub_epi32(_mm512_sub_epi32(c##m##0, by_row), by_column[0])); \
+            _mm512_storeu_si512((void *)(row + 16), _mm512_sub_epi32(_mm512_sub_epi32(c##m##1, by_row), by_column[1])); \
+            _mm512_storeu_si512((void *)(row + 32), _mm512_sub_epi32(_mm512_sub_epi32(c##m##2, by_row), by_column[2])); \
+        } else {                                                                                         \
+            const __m512i sum = _mm512_set1_epi32(row_sums[m]), za = _mm512_set1_epi32(a_zero[m]);       \
+            _mm512_storeu_si512((void *)row, corrected_int32(c##m##0, sum, za, zb[0], terms[0]));        \
+            _mm512_storeu_si512((void *)(row + 16), corrected_int32(c##m##1, sum, za, zb[1], terms[1])); \
+            _mm512_storeu_si512((void *)(row + 32), corrected_int32(c##m##2, sum, za, zb[2], terms[2])); \
+        }                                                                                                \
+    }
+
+static ALWAYS_INLINE __m512i corrected_int32(__m512i dot, __m512i row_sum, __m512i za, __m512i zb, __m512i term) {
+    return _mm512_sub_epi32(_mm512_sub_epi32(dot, _mm512_mullo_epi32(row_sum, zb)), _mm512_mullo_epi32(za, term));
+}
+
+/* gemm_kernels.h's dot_int32: dot_tile's loop, then the sums corrected in registers and stored to the
+ * output, rather than stored to a tile that the int32 epilogue reads back (4 % of a 1024 x 768 x 768
+ * MatMulInteger on Zen 5). The zero-point terms are loaded after the loop: the 24 accumulators and
+ * B's 3 vectors leave no registers for them during it. */
+static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
+                           const gemm_quantization *q) {
+    EVERY_TILE_ROW(TILE_ROW)
+    TILE_LOOP
+    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
+    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
+    __m512i zb[VECTORS], terms[VECTORS], by_column[VECTORS];
+    for (int j = 0; j < VECTORS; j++) {
+        zb[j] = _mm512_loadu_si512((const void *)(q->b_zero + t->n0 + 16 * j));
+        terms[j] = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + t->n0 + 16 * j)),
+                                    _mm512_mullo_epi32(k, zb[j]));
+        by_column[j] = _mm512_mullo_epi32(_mm512_set1_epi32(a_zero[0]), terms[j]);
+    }
+    const int uniform = q->a_zero_uniform && q->b_zero_uniform;
+    const uint32_t b_zero = (uint32_t)q->b_zero[0];
+    EVERY_TILE_ROW(TILE_ROW_OUT)
 }
 
 static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
@@ -411,7 +459,8 @@ static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const u
 }
 
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
-                                     .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
+                                     .dot = dot_vnni, .dot_int32 = dot_int32_vnni,
+                                     .requantize = dmlq_gemm_requantize_vnni,
                                      .row_sums = row_sums_vnni,
                                      .column_sums = dmlq_gemm_column_sums_vnni,
                                      .pack_b_whole_groups = pack_b_whole_groups_vnni};
