@@ -95,13 +95,22 @@ def test_matmul_integer(level, rng, a_type, b_type, shape):
 
 @pytest.mark.parametrize("b_type", BYTES)
 @pytest.mark.parametrize(
-    "shape", [((), 16, 64, 96), ((), 17, 70, 100), ((3,), 19, 256, 145), ((), 64, 768, 144)]
+    "shape",
+    [
+        ((), 16, 64, 96),
+        ((), 17, 70, 100),
+        ((3,), 19, 256, 145),
+        ((4,), 33, 256, 100),  # with 2 threads, a batch per thread
+        ((), 64, 768, 144),
+        ((), 9, 34_000, 20),  # K beyond the int32 route
+    ],
 )
 @pytest.mark.parametrize("packed", [False, True], ids=["b", "packed-b"])
 def test_matmul_integer_b_zero_point_of_zero_effect(level, rng, threads, b_type, shape, packed):
     """zb' = 0 (zb 0 for int8 B, 128 for uint8 B; one or per column): A's row sums are multiplied by 0
     only and not computed; whole tiles go to the output straight from the dot products, edges (17, 19
-    rows; 100, 145 columns) through the epilogue; za one, per row, or 0."""
+    rows; 100, 145 columns) through the epilogue; za one, per row, or 0; batches shared or one per
+    thread; a K of 34 000 sums in int64."""
     batch, m, k, n = shape
     zero = 0 if b_type == np.int8 else 128
     for a_type in BYTES:
