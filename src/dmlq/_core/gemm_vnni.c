@@ -104,51 +104,6 @@ static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
     EVERY_TILE_ROW(TILE_ROW_STORE)
 }
 
-/* Row m of the tile's sums, corrected (gemm_epilogue.c's wrapping int32 formula: dot - zb' rowsum(A') -
- * za' (colsum(B') - K zb')), into its int32 output row. With uniform zero points the terms are one per
- * row (by_row) and one vector per block of columns (by_column); else each is a product per lane. */
-#define TILE_ROW_OUT(m)                                                                                  \
-    {                                                                                                    \
-        int32_t *row = (int32_t *)(t->out + (m) * t->out_row);                                           \
-        if (uniform) {                                                                                   \
-            const __m512i by_row = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[m] * b_zero));         \
-            _mm512_storeu_si512((void *)row, _mm512_sub_epi32(_mm512_sub_epi32(c##m##0, by_row), by_column[0])); \
-            _mm512_storeu_si512((void *)(row + 16), _mm512_sub_epi32(_mm512_sub_epi32(c##m##1, by_row), by_column[1])); \
-            _mm512_storeu_si512((void *)(row + 32), _mm512_sub_epi32(_mm512_sub_epi32(c##m##2, by_row), by_column[2])); \
-        } else {                                                                                         \
-            const __m512i sum = _mm512_set1_epi32(row_sums[m]), za = _mm512_set1_epi32(a_zero[m]);       \
-            _mm512_storeu_si512((void *)row, corrected_int32(c##m##0, sum, za, zb[0], terms[0]));        \
-            _mm512_storeu_si512((void *)(row + 16), corrected_int32(c##m##1, sum, za, zb[1], terms[1])); \
-            _mm512_storeu_si512((void *)(row + 32), corrected_int32(c##m##2, sum, za, zb[2], terms[2])); \
-        }                                                                                                \
-    }
-
-static ALWAYS_INLINE __m512i corrected_int32(__m512i dot, __m512i row_sum, __m512i za, __m512i zb, __m512i term) {
-    return _mm512_sub_epi32(_mm512_sub_epi32(dot, _mm512_mullo_epi32(row_sum, zb)), _mm512_mullo_epi32(za, term));
-}
-
-/* gemm_kernels.h's dot_int32: dot_tile's loop, then the sums corrected in registers and stored to the
- * output, rather than stored to a tile that the int32 epilogue reads back (4 % of a 1024 x 768 x 768
- * MatMulInteger on Zen 5). The zero-point terms are loaded after the loop: the 24 accumulators and
- * B's 3 vectors leave no registers for them during it. */
-static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
-                           const gemm_quantization *q) {
-    EVERY_TILE_ROW(TILE_ROW)
-    TILE_LOOP
-    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
-    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
-    __m512i zb[VECTORS], terms[VECTORS], by_column[VECTORS];
-    for (int j = 0; j < VECTORS; j++) {
-        zb[j] = _mm512_loadu_si512((const void *)(q->b_zero + t->n0 + 16 * j));
-        terms[j] = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + t->n0 + 16 * j)),
-                                    _mm512_mullo_epi32(k, zb[j]));
-        by_column[j] = _mm512_mullo_epi32(_mm512_set1_epi32(a_zero[0]), terms[j]);
-    }
-    const int uniform = q->a_zero_uniform && q->b_zero_uniform;
-    const uint32_t b_zero = (uint32_t)q->b_zero[0];
-    EVERY_TILE_ROW(TILE_ROW_OUT)
-}
-
 static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
     switch (rows) {
     case 1: dot_rows(a, lda, b, groups, tile, 1, 4); break;
@@ -273,6 +228,55 @@ static ALWAYS_INLINE __m512i corrected_sums(__m512i dot, const column_block *col
     return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
 }
 
+/* The tile's first `blocks` blocks of columns (the vectors are read whole: q's and the tile's column
+ * vectors are padded to whole panels). */
+static ALWAYS_INLINE void column_blocks(const gemm_tile *t, const gemm_quantization *q, int blocks, column_block *column) {
+    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
+    for (int j = 0; j < blocks; j++) {
+        const ptrdiff_t n = t->n0 + 16 * j, left = t->columns - 16 * j;
+        column[j].mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        column[j].zb = _mm512_loadu_si512((const void *)(q->b_zero + n));
+        column[j].column_term = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + n)),
+                                                 _mm512_mullo_epi32(k, column[j].zb));
+        column[j].column_correction = _mm512_mullo_epi32(_mm512_set1_epi32(q->a_zero[0]), column[j].column_term);
+        column[j].factor = _mm512_loadu_ps(q->column_factor + n);
+    }
+}
+
+/* Row m of a whole tile's sums (dot_tile's accumulators), corrected, into its int32 output row. */
+#define TILE_ROW_OUT(m)                                                                                   \
+    {                                                                                                     \
+        int32_t *row = (int32_t *)(t->out + (m) * t->out_row);                                            \
+        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[m] * b_zero));     \
+        const __m512i sum = _mm512_set1_epi32(row_sums[m]), za = _mm512_set1_epi32(a_zero[m]);           \
+        _mm512_storeu_si512((void *)row, corrected_sums(c##m##0, &column[0], row_correction, sum, za, uniform)); \
+        _mm512_storeu_si512((void *)(row + 16), corrected_sums(c##m##1, &column[1], row_correction, sum, za, uniform)); \
+        _mm512_storeu_si512((void *)(row + 32), corrected_sums(c##m##2, &column[2], row_correction, sum, za, uniform)); \
+    }
+
+/* gemm_kernels.h's dot_int32: dot_tile's loop, then the sums corrected in registers (as the requantizer
+ * corrects them) and stored to the output, rather than stored to a tile that the int32 epilogue reads
+ * back (4 % of a 1024 x 768 x 768 MatMulInteger on Zen 5). The zero-point terms are loaded after the
+ * loop: its 24 accumulators and B's 3 vectors leave no registers for them. */
+static ALWAYS_INLINE void dot_int32_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups,
+                                         const gemm_tile *t, const gemm_quantization *q, const int uniform) {
+    EVERY_TILE_ROW(TILE_ROW)
+    TILE_LOOP
+    column_block column[MAX_COLUMN_BLOCKS];
+    column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
+    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
+    const uint32_t b_zero = (uint32_t)q->b_zero[0];
+    EVERY_TILE_ROW(TILE_ROW_OUT)
+}
+
+static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
+                           const gemm_quantization *q) {
+    if (q->a_zero_uniform && q->b_zero_uniform)
+        dot_int32_rows(a, lda, b, groups, t, q, 1);
+    else
+        dot_int32_rows(a, lda, b, groups, t, q, 0);
+}
+
 /* The reference's bytes of row i of the tile (its sums at `dot`) through requantize_16_exactly: every
  * block, or (`near_only`) those of its blocks with a lane too near a tie for the estimate (the others
  * are stored already). Rare where the estimate serves: the sums are corrected here again, so that the
@@ -364,18 +368,9 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
         dmlq_gemm_requantize_portable(dot, t, q);
         return;
     }
-    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
     const int blocks = (int)((t->columns + 15) / 16);
     column_block column[MAX_COLUMN_BLOCKS];
-    for (int j = 0; j < blocks; j++) {
-        const ptrdiff_t n = t->n0 + 16 * j, left = t->columns - 16 * j;
-        column[j].mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-        column[j].zb = _mm512_loadu_si512((const void *)(q->b_zero + n));
-        column[j].column_term = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + n)),
-                                                 _mm512_mullo_epi32(k, column[j].zb));
-        column[j].column_correction = _mm512_mullo_epi32(_mm512_set1_epi32(q->a_zero[0]), column[j].column_term);
-        column[j].factor = _mm512_loadu_ps(q->column_factor + n);
-    }
+    column_blocks(t, q, blocks, column);
     if (!q->estimate) {
         for (ptrdiff_t i = 0; i < t->rows; i++) store_row_exactly(dot + i * t->dot_stride, column, blocks, t, i, q, 0);
         return;
