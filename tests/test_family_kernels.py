@@ -93,6 +93,52 @@ def test_matmul_integer(level, rng, a_type, b_type, shape):
         np.testing.assert_array_equal(out, wrapped(np.matmul(centred(a, za), centred(b, zb))))
 
 
+@pytest.mark.parametrize("b_type", BYTES)
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ((), 16, 64, 96),
+        ((), 17, 70, 100),
+        ((3,), 19, 256, 145),
+        ((4,), 33, 256, 100),  # with 2 threads, a batch per thread
+        ((), 64, 768, 144),
+        ((), 9, 34_000, 20),  # K beyond the int32 route
+    ],
+)
+@pytest.mark.parametrize("packed", [False, True], ids=["b", "packed-b"])
+def test_matmul_integer_b_zero_point_of_zero_effect(level, rng, threads, b_type, shape, packed):
+    """zb' = 0 (zb 0 for int8 B, 128 for uint8 B; one or per column): A's row sums are multiplied by 0
+    only and not computed; whole tiles go to the output straight from the dot products, edges (17, 19
+    rows; 100, 145 columns) through the epilogue; za one, per row, or 0; batches shared or one per
+    thread; a K of 34 000 sums in int64."""
+    batch, m, k, n = shape
+    zero = 0 if b_type == np.int8 else 128
+    for a_type in BYTES:
+        for za_shape, zb_shape in (((1, 1), (1, 1)), ((m, 1), (1, n)), ((1, 1), (1, n))):
+            a = random_bytes(rng, (*batch, m, k), a_type)
+            b = random_bytes(rng, (*batch, k, n), b_type)
+            za = random_bytes(rng, (1,) * len(batch) + za_shape, a_type)
+            zb = np.full((1,) * len(batch) + zb_shape, zero, b_type)
+            out = np.empty((*batch, m, n), np.int32)
+            _core.matmul_integer(a, za, _core.pack_b(b) if packed else b, zb, out)
+            np.testing.assert_array_equal(out, wrapped(np.matmul(centred(a, za), centred(b, zb))))
+            _core.matmul_integer(a, np.zeros_like(za), b, zb, out)
+            np.testing.assert_array_equal(out, wrapped(np.matmul(a.astype(np.int64), centred(b, zb))))
+
+
+def test_matmul_integer_one_column_zero_point_not_zero(level, rng, threads):
+    """Per-column zero points all 0 but one: the row sums are needed again, in every tile."""
+    a = random_bytes(rng, (40, 96), np.uint8)
+    b = random_bytes(rng, (96, 150), np.int8)
+    za = random_bytes(rng, (40, 1), np.uint8)
+    for column in (0, 47, 149):
+        zb = np.zeros((1, 150), np.int8)
+        zb[0, column] = -3
+        out = np.empty((40, 150), np.int32)
+        _core.matmul_integer(a, za, b, zb, out)
+        np.testing.assert_array_equal(out, wrapped(centred(a, za) @ centred(b, zb)))
+
+
 def test_matmul_integer_without_zero_points_and_with_broadcast_batches(level, rng):
     a = random_bytes(rng, (1, 5, 40), np.int8)
     b = random_bytes(rng, (3, 40, 11), np.uint8)

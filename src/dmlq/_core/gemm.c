@@ -286,6 +286,8 @@ typedef struct {
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
     int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm_kernels.h) */
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
+    int int32_direct; /* int32 output, contiguous columns: whole tiles by the kernels' dot_int32 */
+    int row_sums_needed; /* some zb' is not 0 (else rowsum(A') is multiplied by 0 only: left 0) */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
@@ -332,8 +334,13 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
         }
         if (rows == copy)
             pack_a_panel(copy, lda, mr, a + m0 * p->a_row, min_size(mr, p->m - m0), p->k, p->a_row, p->a_col, flip);
-        c->kernels->row_sums(rows, lda, p->k, mr, pk->row_sums + m0);
+        if (c->row_sums_needed) c->kernels->row_sums(rows, lda, p->k, mr, pk->row_sums + m0);
     }
+}
+
+/* The first A panel that needs packing: past those read in place when their row sums are not needed. */
+static ptrdiff_t first_a_panel_to_pack(const gemm_context *c) {
+    return c->a_in_place && !c->row_sums_needed ? c->p->m / c->kernels->mr : 0;
 }
 
 /* How many chunks of a batch's B this multiply packs: the panels it does not read directly. */
@@ -383,6 +390,10 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
+    if (c->int32_direct && tile.rows == mr && tile.columns == nr) {
+        c->kernels->dot_int32(a, lda, b, c->groups, &tile, &c->q);
+        return;
+    }
     if (c->int32_sums) {
         c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
         finish_tile(c, dots, &tile);
@@ -577,7 +588,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
     packed_operands *pk = &c->packed[thread];
     const dmlq_gemm_problem *p = c->p;
     for (ptrdiff_t batch = dmlq_claim(&c->counters[0]); batch < p->batches; batch = dmlq_claim(&c->counters[0])) {
-        if (pk->a_offset != p->a_offsets[batch]) pack_a_panels(c, pk, batch, 0, c->m_panels);
+        if (pk->a_offset != p->a_offsets[batch]) pack_a_panels(c, pk, batch, first_a_panel_to_pack(c), c->m_panels);
         if (!p->packed_b && pk->b_offset != p->b_offsets[batch]) pack_b_chunks(c, pk, batch, 0, chunks_to_pack(c));
         pk->a_offset = p->a_offsets[batch];
         pk->b_offset = p->b_offsets[batch];
@@ -592,7 +603,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
  * delays only the unit it holds). */
 typedef struct {
     const gemm_context *c;
-    ptrdiff_t batch, a_panels_to_pack, b_chunks_to_pack;
+    ptrdiff_t batch, first_a_panel, a_panels_to_pack, b_chunks_to_pack;
     int threads;
 } batch_work;
 
@@ -608,7 +619,8 @@ static void pack_unit(const batch_work *w, int thread, int r, ptrdiff_t unit) {
     const ptrdiff_t a_first = range_start(w->a_panels_to_pack, r, w->threads);
     const ptrdiff_t a_units = range_start(w->a_panels_to_pack, r + 1, w->threads) - a_first;
     if (unit < a_units) {
-        pack_a_panels(w->c, w->c->packed, w->batch, a_first + unit, a_first + unit + 1);
+        const ptrdiff_t panel = w->first_a_panel + a_first + unit;
+        pack_a_panels(w->c, w->c->packed, w->batch, panel, panel + 1);
     } else {
         const ptrdiff_t chunk = range_start(w->b_chunks_to_pack, r, w->threads) + unit - a_units;
         pack_b_chunks(w->c, w->c->packed, w->batch, chunk, chunk + 1);
@@ -663,8 +675,10 @@ static void run_batches_together(const gemm_context *c, int thread, int threads)
         const int new_a = a_offset != p->a_offsets[batch];
         const int new_b = !p->packed_b && b_offset != p->b_offsets[batch];
         ptrdiff_t *counters = &c->counters[batch * 2 * c->counter_stride];
-        const batch_work w = {c, batch, new_a ? c->m_panels : 0, new_b ? chunks_to_pack(c) : 0, threads};
-        if (new_a || new_b) {
+        const ptrdiff_t first_a = first_a_panel_to_pack(c);
+        const batch_work w = {c, batch, first_a, new_a ? c->m_panels - first_a : 0, new_b ? chunks_to_pack(c) : 0,
+                              threads};
+        if (w.a_panels_to_pack || w.b_chunks_to_pack) {
             if (batch > 0) dmlq_barrier(threads); /* the previous batch's tiles are done with the panels */
             claim_own_range_first(&w, counters, thread, pack_units, pack_unit);
             dmlq_barrier(threads);
@@ -881,7 +895,7 @@ enum { PACK_AHEAD_BYTES = 256 * 1024 };
 static int packs_ahead(const gemm_context *c, int threads) {
     const ptrdiff_t b_bytes = c->p->packed_b ? 0 : chunks_to_pack(c) * PACK_PANELS * c->b_panel_bytes;
     return threads > 1 && !c->per_thread_batches && c->p->batches == 1 &&
-           c->m_panels * c->a_panel_bytes + b_bytes <= PACK_AHEAD_BYTES;
+           (c->m_panels - first_a_panel_to_pack(c)) * c->a_panel_bytes + b_bytes <= PACK_AHEAD_BYTES;
 }
 
 /* The kernels of one multiply: its packed B's, else the level's. The VNNI level reads a row-major B
@@ -951,10 +965,15 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
         c.q.epilogue = p->epilogue;
         if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
             memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
+        c.row_sums_needed = c.b_in_place || !c.q.b_zero_uniform || (p->n > 0 && c.q.b_zero[0] != 0);
+        for (int i = 0; i < buffers && !c.row_sums_needed; i++)
+            memset(packed[i].row_sums, 0, sizeof(int32_t) * (size_t)padded_rows(&c));
+        c.int32_direct = c.int32_sums && c.kernels->dot_int32 && p->epilogue && p->epilogue->kind == DMLQ_EPILOGUE_INT32 &&
+                         p->out_col == (ptrdiff_t)sizeof(int32_t);
         c.packed = packed;
         c.packed_ahead = packs_ahead(&c, threads);
         if (c.packed_ahead) {
-            pack_a_panels(&c, packed, 0, 0, c.m_panels);
+            pack_a_panels(&c, packed, 0, first_a_panel_to_pack(&c), c.m_panels);
             pack_b_chunks(&c, packed, 0, 0, p->packed_b ? 0 : chunks_to_pack(&c));
         }
         dmlq_parallel(run_task, &c, threads);

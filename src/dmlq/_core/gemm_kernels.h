@@ -70,6 +70,11 @@ typedef struct {
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
      * first `rows` rows are real (a kernel may leave the others unwritten). */
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);
+    /* Optional: `dot` of a whole MR x NR tile whose sums fit in int32, corrected by the zero-point terms
+     * and stored as int32 straight into the tile's output (contiguous int32 columns): the int32
+     * epilogue's result (gemm_epilogue.c) without the tile's round trip through memory. */
+    void (*dot_int32)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *tile,
+                      const gemm_quantization *q);
     /* Optional, for up to `row_major_rows` rows of A with a row-major B read where it lies (see
      * above: A'' and B itself): adds dot(A'', B) over `pairs` pairs of k into tile[rows][panels * NR]
      * (`panels` panels of NR columns side by side from b on, rows b_row apart; A'' as packed by

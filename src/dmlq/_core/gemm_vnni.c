@@ -89,15 +89,18 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
     _mm512_store_si512((void *)(tile + (m) * GEMM_NR + 32), c##m##2);
 #define EVERY_TILE_ROW(step) step(0) step(1) step(2) step(3) step(4) step(5) step(6) step(7)
 
+#define TILE_LOOP                                                                                        \
+    const int ahead = groups >= PREFETCH_MIN_GROUPS;                                                     \
+    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {                                   \
+        if (ahead) prefetch_b(b);                                                                        \
+        const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64)); \
+        const __m512i b2 = _mm512_load_si512((const void *)(b + 128));                                   \
+        EVERY_TILE_ROW(TILE_ROW_DOT)                                                                     \
+    }
+
 static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile) {
     EVERY_TILE_ROW(TILE_ROW)
-    const int ahead = groups >= PREFETCH_MIN_GROUPS;
-    for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4) {
-        if (ahead) prefetch_b(b);
-        const __m512i b0 = _mm512_load_si512((const void *)b), b1 = _mm512_load_si512((const void *)(b + 64));
-        const __m512i b2 = _mm512_load_si512((const void *)(b + 128));
-        EVERY_TILE_ROW(TILE_ROW_DOT)
-    }
+    TILE_LOOP
     EVERY_TILE_ROW(TILE_ROW_STORE)
 }
 
@@ -225,6 +228,55 @@ static ALWAYS_INLINE __m512i corrected_sums(__m512i dot, const column_block *col
     return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
 }
 
+/* The tile's first `blocks` blocks of columns (the vectors are read whole: q's and the tile's column
+ * vectors are padded to whole panels). */
+static ALWAYS_INLINE void column_blocks(const gemm_tile *t, const gemm_quantization *q, int blocks, column_block *column) {
+    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
+    for (int j = 0; j < blocks; j++) {
+        const ptrdiff_t n = t->n0 + 16 * j, left = t->columns - 16 * j;
+        column[j].mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        column[j].zb = _mm512_loadu_si512((const void *)(q->b_zero + n));
+        column[j].column_term = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + n)),
+                                                 _mm512_mullo_epi32(k, column[j].zb));
+        column[j].column_correction = _mm512_mullo_epi32(_mm512_set1_epi32(q->a_zero[0]), column[j].column_term);
+        column[j].factor = _mm512_loadu_ps(q->column_factor + n);
+    }
+}
+
+/* Row m of a whole tile's sums (dot_tile's accumulators), corrected, into its int32 output row. */
+#define TILE_ROW_OUT(m)                                                                                   \
+    {                                                                                                     \
+        int32_t *row = (int32_t *)(t->out + (m) * t->out_row);                                            \
+        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[m] * b_zero));     \
+        const __m512i sum = _mm512_set1_epi32(row_sums[m]), za = _mm512_set1_epi32(a_zero[m]);           \
+        _mm512_storeu_si512((void *)row, corrected_sums(c##m##0, &column[0], row_correction, sum, za, uniform)); \
+        _mm512_storeu_si512((void *)(row + 16), corrected_sums(c##m##1, &column[1], row_correction, sum, za, uniform)); \
+        _mm512_storeu_si512((void *)(row + 32), corrected_sums(c##m##2, &column[2], row_correction, sum, za, uniform)); \
+    }
+
+/* gemm_kernels.h's dot_int32: dot_tile's loop, then the sums corrected in registers (as the requantizer
+ * corrects them) and stored to the output, rather than stored to a tile that the int32 epilogue reads
+ * back (4 % of a 1024 x 768 x 768 MatMulInteger on Zen 5). The zero-point terms are loaded after the
+ * loop: its 24 accumulators and B's 3 vectors leave no registers for them. */
+static ALWAYS_INLINE void dot_int32_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups,
+                                         const gemm_tile *t, const gemm_quantization *q, const int uniform) {
+    EVERY_TILE_ROW(TILE_ROW)
+    TILE_LOOP
+    column_block column[MAX_COLUMN_BLOCKS];
+    column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
+    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
+    const uint32_t b_zero = (uint32_t)q->b_zero[0];
+    EVERY_TILE_ROW(TILE_ROW_OUT)
+}
+
+static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
+                           const gemm_quantization *q) {
+    if (q->a_zero_uniform && q->b_zero_uniform)
+        dot_int32_rows(a, lda, b, groups, t, q, 1);
+    else
+        dot_int32_rows(a, lda, b, groups, t, q, 0);
+}
+
 /* The reference's bytes of row i of the tile (its sums at `dot`) through requantize_16_exactly: every
  * block, or (`near_only`) those of its blocks with a lane too near a tie for the estimate (the others
  * are stored already). Rare where the estimate serves: the sums are corrected here again, so that the
@@ -316,18 +368,9 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
         dmlq_gemm_requantize_portable(dot, t, q);
         return;
     }
-    const __m512i k = _mm512_set1_epi32((int32_t)q->k);
     const int blocks = (int)((t->columns + 15) / 16);
     column_block column[MAX_COLUMN_BLOCKS];
-    for (int j = 0; j < blocks; j++) {
-        const ptrdiff_t n = t->n0 + 16 * j, left = t->columns - 16 * j;
-        column[j].mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-        column[j].zb = _mm512_loadu_si512((const void *)(q->b_zero + n));
-        column[j].column_term = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(t->column_sums + n)),
-                                                 _mm512_mullo_epi32(k, column[j].zb));
-        column[j].column_correction = _mm512_mullo_epi32(_mm512_set1_epi32(q->a_zero[0]), column[j].column_term);
-        column[j].factor = _mm512_loadu_ps(q->column_factor + n);
-    }
+    column_blocks(t, q, blocks, column);
     if (!q->estimate) {
         for (ptrdiff_t i = 0; i < t->rows; i++) store_row_exactly(dot + i * t->dot_stride, column, blocks, t, i, q, 0);
         return;
@@ -411,7 +454,8 @@ static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const u
 }
 
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
-                                     .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
+                                     .dot = dot_vnni, .dot_int32 = dot_int32_vnni,
+                                     .requantize = dmlq_gemm_requantize_vnni,
                                      .row_sums = row_sums_vnni,
                                      .column_sums = dmlq_gemm_column_sums_vnni,
                                      .pack_b_whole_groups = pack_b_whole_groups_vnni};
