@@ -159,6 +159,64 @@ def test_packed_b_ignores_later_writes_to_its_arrays(rng: np.random.Generator) -
     assert np.array_equal(multiply(arguments, packed), want)
 
 
+def column_variants(arguments: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """B's per-column scale and zero point, then each changed in one column only (a scale by one bit),
+    per tensor, and the first again."""
+    scale, zero_point = arguments["b_scale"].reshape(1, -1), arguments["b_zero_point"].reshape(1, -1)
+    nudged_scale = scale.copy()
+    nudged_scale[0, -1] = np.nextafter(nudged_scale[0, -1], np.float32(1))
+    moved_zero_point = zero_point.copy()
+    moved_zero_point[0, 0] += 1
+    per_tensor = (scale[:, :1].copy(), zero_point[:, :1].copy())
+    return [(scale, zero_point), (nudged_scale, zero_point), (scale, moved_zero_point), per_tensor,
+            (scale, zero_point)]  # fmt: skip
+
+
+def core_multiply(arguments: dict, b: object, b_scale: np.ndarray, b_zero_point: np.ndarray) -> np.ndarray:
+    """The compiled core's multiply of ``arguments`` with ``b`` (an array or a packing) and B's parameters."""
+    a = arguments["a"]
+    out = np.empty((a.shape[0], arguments["b"].shape[1]), np.uint8)
+    two_d = {name: np.reshape(arguments[name], (1, 1)) for name in
+             ("a_scale", "a_zero_point", "output_scale", "output_zero_point")}  # fmt: skip
+    _core.matmul(a, two_d["a_scale"], two_d["a_zero_point"], b, b_scale, b_zero_point, two_d["output_scale"],
+                 two_d["output_zero_point"], out, False)  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("b_dtype", ["uint8", "int8"])
+def test_one_packing_serves_other_scales_and_zero_points_in_turn(level, b_dtype, rng) -> None:
+    # a packing keeps the column side of its last multiply's quantization (gemm.c): a multiply with
+    # parameters that differ in one column, or by one bit, must not reuse it
+    arguments = operands(rng, (3, 40), (40, 100), b_dtype, per_column=True)
+    packing = _core.pack_b(arguments["b"])
+    for b_scale, b_zero_point in column_variants(arguments):
+        want = core_multiply(arguments, arguments["b"], b_scale, b_zero_point)
+        assert np.array_equal(core_multiply(arguments, packing, b_scale, b_zero_point), want)
+
+
+def test_one_packing_used_by_two_threads_at_once(rng) -> None:
+    import threading
+
+    arguments = operands(rng, (1, 64), (64, 4000), "int8", per_column=True)
+    packing = _core.pack_b(arguments["b"])
+    variants = column_variants(arguments)
+    wants = [core_multiply(arguments, arguments["b"], *variant) for variant in variants]
+    wrong = []
+
+    def run(offset: int) -> None:
+        for turn in range(200):
+            index = (turn + offset) % len(variants)
+            if not np.array_equal(core_multiply(arguments, packing, *variants[index]), wants[index]):
+                wrong.append(index)
+
+    threads = [threading.Thread(target=run, args=(offset,)) for offset in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
+
+
 @pytest.mark.skipif(len(LEVELS) < 2, reason="one CPU level only")
 def test_packed_at_one_level_used_at_another(rng: np.random.Generator) -> None:
     arguments = operands(rng, (5, 70), (70, 50), "uint8", per_column=False)

@@ -212,6 +212,7 @@ typedef struct dmlq_packed_b {
     int b_signed;
     int8_t *panels;       /* batch after batch, n_panels panels each */
     int32_t *column_sums; /* batch after batch, sums_per_batch each */
+    struct dmlq_column_cache *column_cache; /* the quantization's column side of its last multiply (gemm.c) */
 } dmlq_packed_b;
 
 /* Packs `batches` matrices of k x n bytes (batch i at b + offsets[i], byte strides b_row, b_col)

@@ -366,8 +366,8 @@ static int accept_column_vector(PyObject *object, ptrdiff_t n, int type, float *
     int32_t zero = 0;
     const int is_scale = type == DMLQ_F32;
     if (is_scale ? dmlq_py_accept_scale(object, 2, &scale) : dmlq_py_accept_zero_point(object, type, 2, &zero)) {
-        const char zero_byte = (char)zero; /* per tensor: one value read n times */
-        gather(is_scale ? (const char *)&scale : &zero_byte, 0, n, type, floats, integers);
+        for (ptrdiff_t i = 0; is_scale && i < n; i++) floats[i] = scale; /* per tensor: one value n times */
+        for (ptrdiff_t i = 0; !is_scale && i < n; i++) integers[i] = zero;
         return 1;
     }
     PyArrayObject *array = column_array(object, n, type);
