@@ -192,6 +192,7 @@ typedef struct {
     const float *a_scale, *b_scale, *out_scale;             /* [m], [n], [m] */
     const int32_t *a_zero_point, *b_zero_point;             /* [m], [n] */
     const float *out_zero_point;                            /* [m] */
+    int b_per_tensor;                                       /* b_scale and b_zero_point: [1], for every column */
     int reciprocal;
     /* B packed beforehand (dmlq_gemm_pack_b), or NULL: B is packed here. When set, `b` is unused
      * and b_offsets holds each batch's index among the packed batches. */

@@ -695,6 +695,9 @@ typedef struct {
     double largest;                 /* the largest |scale| */
 } column_quantization;
 
+/* How many values the problem's b_scale and b_zero_point hold. */
+static ptrdiff_t column_values(const dmlq_gemm_problem *p) { return p->b_per_tensor ? 1 : p->n; }
+
 static void fill_columns(const dmlq_gemm_problem *p, ptrdiff_t columns, int32_t zero_shift, column_quantization *out) {
     /* In simple loops over local pointers (N may be large) */
     const float *restrict scales = p->b_scale;
@@ -702,30 +705,32 @@ static void fill_columns(const dmlq_gemm_problem *p, ptrdiff_t columns, int32_t 
     double *restrict b_scale = out->b_scale;
     float *restrict column_factor = out->factor;
     int32_t *restrict b_zero = out->b_zero;
-    const ptrdiff_t n_real = p->n;
+    const ptrdiff_t values = column_values(p);
     /* The range of the scales' magnitudes as bits (widen_range): integer minima and maxima that the
      * compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one long chain) */
     enum { SCAN_LANES = 16 };
     uint32_t low[SCAN_LANES], high[SCAN_LANES];
     for (int j = 0; j < SCAN_LANES; j++) low[j] = 0x7f800000u, high[j] = 0;
     ptrdiff_t scanned = 0;
-    for (; scanned + SCAN_LANES <= n_real; scanned += SCAN_LANES)
+    for (; scanned + SCAN_LANES <= values; scanned += SCAN_LANES)
         for (int j = 0; j < SCAN_LANES; j++) widen_range(scales[scanned + j], &low[j], &high[j]);
-    for (; scanned < n_real; scanned++) widen_range(scales[scanned], &low[0], &high[0]); /* the last few */
+    for (; scanned < values; scanned++) widen_range(scales[scanned], &low[0], &high[0]); /* the last few */
     uint32_t smallest_bits = low[0], largest_bits = high[0];
     for (int j = 1; j < SCAN_LANES; j++) {
         smallest_bits = low[j] < smallest_bits ? low[j] : smallest_bits;
         largest_bits = high[j] > largest_bits ? high[j] : largest_bits;
     }
     int uniform = 1;
-    for (ptrdiff_t n = 0; n < n_real; n++) uniform &= zero_points[n] == zero_points[0];
+    for (ptrdiff_t n = 0; n < values; n++) uniform &= zero_points[n] == zero_points[0];
     float smallest, largest;
     memcpy(&smallest, &smallest_bits, 4);
     memcpy(&largest, &largest_bits, 4);
+    const ptrdiff_t step = p->b_per_tensor ? 0 : 1; /* from one column's value to the next one's */
     for (ptrdiff_t n = 0; n < columns; n++) {
-        b_scale[n] = n < n_real ? (double)scales[n] : 0.0;
-        column_factor[n] = n < n_real ? scales[n] : 1.0f;
-        b_zero[n] = n < n_real ? zero_points[n] - zero_shift : 0;
+        const int real = n < p->n;
+        b_scale[n] = real ? (double)scales[n * step] : 0.0;
+        column_factor[n] = real ? scales[n * step] : 1.0f;
+        b_zero[n] = real ? zero_points[n * step] - zero_shift : 0;
     }
     out->finite = largest_bits <= 0x7f7fffffu;
     out->estimable = estimable(smallest) && estimable(largest);
@@ -747,8 +752,8 @@ static column_quantization own_columns(const gemm_context *c, double *doubles, f
  * recomputing them cost 0.5 us of a 5 us 1 x 768 x 768 call (Zen 5). One caller at a time uses it. */
 struct dmlq_column_cache {
     long busy;
-    int valid;
-    float *scales;        /* the key: the problem's b_scale and b_zero_point, [n] */
+    int valid, per_tensor;
+    float *scales;        /* the key: the problem's b_per_tensor, b_scale and b_zero_point ([n] at most) */
     int32_t *zero_points;
     column_quantization columns;
 };
@@ -774,8 +779,10 @@ static struct dmlq_column_cache *new_column_cache(ptrdiff_t n, ptrdiff_t columns
 }
 
 static int same_key(const struct dmlq_column_cache *cache, const dmlq_gemm_problem *p) {
-    return cache->valid && !memcmp(cache->scales, p->b_scale, sizeof(float) * (size_t)p->n) &&
-           !memcmp(cache->zero_points, p->b_zero_point, sizeof(int32_t) * (size_t)p->n);
+    const size_t values = (size_t)column_values(p);
+    return cache->valid && cache->per_tensor == p->b_per_tensor &&
+           !memcmp(cache->scales, p->b_scale, sizeof(float) * values) &&
+           !memcmp(cache->zero_points, p->b_zero_point, sizeof(int32_t) * values);
 }
 
 /* The problem's column side: its packed B's cache (then taken, to be given back by the caller),
@@ -793,8 +800,9 @@ static const column_quantization *columns_of(const gemm_context *c, column_quant
     if (!same_key(cache, p)) {
         cache->valid = 0;
         fill_columns(p, columns, zero_shift(c), &cache->columns);
-        memcpy(cache->scales, p->b_scale, sizeof(float) * (size_t)p->n);
-        memcpy(cache->zero_points, p->b_zero_point, sizeof(int32_t) * (size_t)p->n);
+        memcpy(cache->scales, p->b_scale, sizeof(float) * (size_t)column_values(p));
+        memcpy(cache->zero_points, p->b_zero_point, sizeof(int32_t) * (size_t)column_values(p));
+        cache->per_tensor = p->b_per_tensor;
         cache->valid = 1;
     }
     return &cache->columns;
