@@ -22,7 +22,12 @@
 #include "family.h"
 #include "gemm_kernels.h"
 
-enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
+/* A multiply of fewer operations (2 M N K) runs on one thread. Measured on Zen 5 (avx512_vnni, a packed B,
+ * 2 otherwise idle cores, medians of 41 interleaved rounds): a second thread took 0.84-0.93 of the time
+ * from 512 Ki operations on (1 x 512 x 512, 8 x 128 x 256, 32 x 128 x 128) and from 2 Mi on 0.5-0.8,
+ * but 1.00-1.07 below (1 x 128 x 512, 8 x 64 x 256, 32 x 64 x 64): waking it costs about a microsecond
+ * of a call of two. Packing B beforehand runs on one thread below SERIAL_PACK_BYTES bytes of B. */
+enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 19, SERIAL_PACK_BYTES = 1 << 21 };
 
 /* Blocks of HUGE_BYTES or more are aligned to huge pages and, on Linux, asked to be backed by them
  * (as NumPy does for its arrays): a packed 4096 x 11008 B otherwise takes 11 000 page faults, in
@@ -1093,7 +1098,7 @@ int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offs
         return -1;
     }
     pack_job job = {packed, b, offsets, groups, b_row, b_col, 0};
-    if ((double)batches * k * n < SERIAL_OPERATIONS) threads = 1;
+    if ((double)batches * k * n < SERIAL_PACK_BYTES) threads = 1;
     dmlq_parallel(pack_beforehand, &job, threads);
     return 0;
 }
