@@ -120,6 +120,26 @@ def test_a_few_rows_with_a_packed_b_give_the_reference(level, threads, a_dtype, 
         dmlq.set_num_threads(previous)
 
 
+@pytest.mark.parametrize("view", ["rows of a wider array", "reversed rows", "the last rows of an array"])
+def test_a_few_rows_read_where_they_lie(level, view, rng) -> None:
+    """1 to 7 uint8 rows whose K needs no padding are read in place where the kernels read only real
+    rows (a panel short of its height), from views whose rows are not K bytes apart, or end the array."""
+    k, n = 64, 100
+    b = random_bytes(rng, (k, n), "int8")
+    packed = dmlq.pack_matrix_multiply_b(b, np.float32(0.02), None)
+    for m in range(1, 8):
+        whole = random_bytes(rng, (m + 3, 2 * k), "uint8")
+        a = {"rows of a wider array": whole[:m, k:], "reversed rows": whole[m - 1 :: -1, :k],
+             "the last rows of an array": whole[3:, k:]}[view]  # fmt: skip
+        out_scale = np.float32(0.05 * 0.02 * 74**2 / 40 * np.sqrt(k))
+        want = reference.quantized_linear_matrix_multiply(
+            a, np.float32(0.05), np.uint8(128), b, np.float32(0.02), None, out_scale, np.uint8(128), np.uint8
+        )
+        got = dmlq.quantized_linear_matrix_multiply(a, np.float32(0.05), np.uint8(128), packed, None, None,
+                                                    out_scale, np.uint8(128))  # fmt: skip
+        assert np.array_equal(got, want), m
+
+
 @pytest.mark.parametrize("scale_shape", [(1, 96), (1, 1, 96)], ids=["[1, N]", "[1, 1, N]"])
 def test_packed_per_column_parameters_of_any_shape_give_the_unpacked_result(scale_shape, rng) -> None:
     """A packed B's per-column scale and zero point as [1, N] (a 2-D product) or [1, 1, N] (which

@@ -290,7 +290,7 @@ typedef struct {
     ptrdiff_t groups, m_panels, n_panels, a_panel_bytes, b_panel_bytes;
     int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm_kernels.h) */
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
-    int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
+    int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels (or all) need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
     packed_operands *packed; /* one per thread, or one shared */
@@ -305,7 +305,7 @@ static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, 
                               ptrdiff_t *lda) {
     const dmlq_gemm_problem *p = c->p;
     const int mr = c->kernels->mr;
-    if (c->a_in_place && (panel + 1) * mr <= p->m) {
+    if (c->a_in_place && ((panel + 1) * mr <= p->m || c->kernels->real_rows_only)) {
         *lda = p->a_row;
         return (const uint8_t *)p->a + p->a_offsets[batch] + panel * mr * p->a_row;
     }
@@ -333,9 +333,10 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
                                flip, pk->row_sums + m0);
             continue;
         }
-        if (rows == copy)
-            pack_a_panel(copy, lda, mr, a + m0 * p->a_row, min_size(mr, p->m - m0), p->k, p->a_row, p->a_col, flip);
-        c->kernels->row_sums(rows, lda, p->k, mr, pk->row_sums + m0);
+        const int real = (int)min_size(mr, p->m - m0);
+        if (rows == copy) pack_a_panel(copy, lda, mr, a + m0 * p->a_row, real, p->k, p->a_row, p->a_col, flip);
+        c->kernels->row_sums(rows, lda, p->k, real, pk->row_sums + m0);
+        for (int r = real; r < mr; r++) pk->row_sums[m0 + r] = 0; /* rows beyond A (none read in place) */
     }
 }
 

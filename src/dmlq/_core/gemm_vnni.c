@@ -411,7 +411,7 @@ static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const u
 }
 
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
-                                     .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
+                                     .real_rows_only = 1, .dot = dot_vnni, .requantize = dmlq_gemm_requantize_vnni,
                                      .row_sums = row_sums_vnni,
                                      .column_sums = dmlq_gemm_column_sums_vnni,
                                      .pack_b_whole_groups = pack_b_whole_groups_vnni};
