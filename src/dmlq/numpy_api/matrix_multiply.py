@@ -51,8 +51,8 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
         # a packed B's last operand: a packing of another CPU level is declined, and the general path's
         # kernels take the current level's (PackedB.as_kernel_operand)
         kernel_b = b if packed is None else packed.packed_b.last_operand
-        parameters = (b_scale, b_zero_point, output_scale, output_zero_point)
-        result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, *parameters, out,
+        result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, b_scale, b_zero_point,
+                                          output_scale, output_zero_point, out,
                                           DEVICE.reciprocal_division)  # fmt: skip
         if result is not None:
             return result
