@@ -772,7 +772,7 @@ static size_t column_cache_bytes(ptrdiff_t n, ptrdiff_t columns) {
 static struct dmlq_column_cache *new_column_cache(ptrdiff_t n, ptrdiff_t columns) {
     struct dmlq_column_cache *cache = dmlq_allocate(column_cache_bytes(n, columns));
     if (!cache) return NULL;
-    char *memory = (char *)(cache + 1); /* the doubles first, aligned as the cache is */
+    char *memory = (char *)(cache + 1); /* the doubles first: the struct's size keeps them aligned */
     *cache = (struct dmlq_column_cache){.columns.b_scale = (double *)memory};
     memory += sizeof(double) * (size_t)columns;
     cache->columns.factor = (float *)memory;
@@ -804,7 +804,6 @@ static const column_quantization *columns_of(const gemm_context *c, column_quant
     }
     *taken = &cache->busy;
     if (!same_key(cache, p)) {
-        cache->valid = 0;
         fill_columns(p, columns, zero_shift(c), &cache->columns);
         memcpy(cache->scales, p->b_scale, sizeof(float) * (size_t)column_values(p));
         memcpy(cache->zero_points, p->b_zero_point, sizeof(int32_t) * (size_t)column_values(p));
