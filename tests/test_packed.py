@@ -120,6 +120,26 @@ def test_a_few_rows_with_a_packed_b_give_the_reference(level, threads, a_dtype, 
         dmlq.set_num_threads(previous)
 
 
+@pytest.mark.parametrize("view", ["rows of a wider array", "reversed rows", "the last rows of an array"])
+def test_a_few_rows_read_where_they_lie(level, view, rng) -> None:
+    """1 to 7 uint8 rows whose K needs no padding are read in place where the kernels read only real
+    rows (a panel short of its height), from views whose rows are not K bytes apart, or end the array."""
+    k, n = 64, 100
+    b = random_bytes(rng, (k, n), "int8")
+    packed = dmlq.pack_matrix_multiply_b(b, np.float32(0.02), None)
+    for m in range(1, 8):
+        whole = random_bytes(rng, (m + 3, 2 * k), "uint8")
+        a = {"rows of a wider array": whole[:m, k:], "reversed rows": whole[m - 1 :: -1, :k],
+             "the last rows of an array": whole[3:, k:]}[view]  # fmt: skip
+        out_scale = np.float32(0.05 * 0.02 * 74**2 / 40 * np.sqrt(k))
+        want = reference.quantized_linear_matrix_multiply(
+            a, np.float32(0.05), np.uint8(128), b, np.float32(0.02), None, out_scale, np.uint8(128), np.uint8
+        )
+        got = dmlq.quantized_linear_matrix_multiply(a, np.float32(0.05), np.uint8(128), packed, None, None,
+                                                    out_scale, np.uint8(128))  # fmt: skip
+        assert np.array_equal(got, want), m
+
+
 @pytest.mark.parametrize("scale_shape", [(1, 96), (1, 1, 96)], ids=["[1, N]", "[1, 1, N]"])
 def test_packed_per_column_parameters_of_any_shape_give_the_unpacked_result(scale_shape, rng) -> None:
     """A packed B's per-column scale and zero point as [1, N] (a 2-D product) or [1, 1, N] (which
@@ -157,6 +177,64 @@ def test_packed_b_ignores_later_writes_to_its_arrays(rng: np.random.Generator) -
     for name in ("b", "b_scale", "b_zero_point"):
         arguments[name][...] = arguments[name][::-1].copy()
     assert np.array_equal(multiply(arguments, packed), want)
+
+
+def column_variants(arguments: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """B's per-column scale and zero point, then each changed in one column only (a scale by one bit),
+    per tensor, and the first again."""
+    scale, zero_point = arguments["b_scale"].reshape(1, -1), arguments["b_zero_point"].reshape(1, -1)
+    nudged_scale = scale.copy()
+    nudged_scale[0, -1] = np.nextafter(nudged_scale[0, -1], np.float32(1))
+    moved_zero_point = zero_point.copy()
+    moved_zero_point[0, 0] += 1
+    per_tensor = (scale[:, :1].copy(), zero_point[:, :1].copy())
+    return [(scale, zero_point), (nudged_scale, zero_point), (scale, moved_zero_point), per_tensor,
+            (scale, zero_point)]  # fmt: skip
+
+
+def core_multiply(arguments: dict, b: object, b_scale: np.ndarray, b_zero_point: np.ndarray) -> np.ndarray:
+    """The compiled core's multiply of ``arguments`` with ``b`` (an array or a packing) and B's parameters."""
+    a = arguments["a"]
+    out = np.empty((a.shape[0], arguments["b"].shape[1]), np.uint8)
+    two_d = {name: np.reshape(arguments[name], (1, 1)) for name in
+             ("a_scale", "a_zero_point", "output_scale", "output_zero_point")}  # fmt: skip
+    _core.matmul(a, two_d["a_scale"], two_d["a_zero_point"], b, b_scale, b_zero_point, two_d["output_scale"],
+                 two_d["output_zero_point"], out, False)  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("b_dtype", ["uint8", "int8"])
+def test_one_packing_serves_other_scales_and_zero_points_in_turn(level, b_dtype, rng) -> None:
+    # a packing keeps the column side of its last multiply's quantization (gemm.c): a multiply with
+    # parameters that differ in one column, or by one bit, must not reuse it
+    arguments = operands(rng, (3, 40), (40, 100), b_dtype, per_column=True)
+    packing = _core.pack_b(arguments["b"])
+    for b_scale, b_zero_point in column_variants(arguments):
+        want = core_multiply(arguments, arguments["b"], b_scale, b_zero_point)
+        assert np.array_equal(core_multiply(arguments, packing, b_scale, b_zero_point), want)
+
+
+def test_one_packing_used_by_two_threads_at_once(rng) -> None:
+    import threading
+
+    arguments = operands(rng, (1, 64), (64, 4000), "int8", per_column=True)
+    packing = _core.pack_b(arguments["b"])
+    variants = column_variants(arguments)
+    wants = [core_multiply(arguments, arguments["b"], *variant) for variant in variants]
+    wrong = []
+
+    def run(offset: int) -> None:
+        for turn in range(200):
+            index = (turn + offset) % len(variants)
+            if not np.array_equal(core_multiply(arguments, packing, *variants[index]), wants[index]):
+                wrong.append(index)
+
+    threads = [threading.Thread(target=run, args=(offset,)) for offset in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
 
 
 @pytest.mark.skipif(len(LEVELS) < 2, reason="one CPU level only")

@@ -54,6 +54,7 @@ class PackedB:
             self._packings[_core.gemm_kernel_set()] = _core.pack_b(b)  # B is read now, and only now
         else:
             self._array = _private(b)
+        self.last_operand: object = self.as_kernel_operand()
 
     def __reduce__(self) -> tuple[type, tuple[np.ndarray]]:
         """Pickled as the bytes of B alone: the packings are the kernels' memory, and the process
@@ -98,8 +99,15 @@ class PackedB:
 
     def as_kernel_operand(self) -> object:
         """B as the matrix multiply's kernels take it: the current level's packing, or the private
-        copy where K is beyond the kernels (``_core.MAX_K``)."""
-        return self._array if self._array is not None else self.for_kernels()
+        copy where K is beyond the kernels (``_core.MAX_K``). Kept as ``last_operand`` too, which a
+        call that must be quick passes as it is: the kernels decline a packing of another level.
+
+        >>> b = PackedB(np.int8([[1, 2]]))
+        >>> b.as_kernel_operand() is b.last_operand
+        True
+        """
+        self.last_operand = self._array if self._array is not None else self.for_kernels()
+        return self.last_operand
 
 
 class PackedMatrix:

@@ -192,6 +192,7 @@ typedef struct {
     const float *a_scale, *b_scale, *out_scale;             /* [m], [n], [m] */
     const int32_t *a_zero_point, *b_zero_point;             /* [m], [n] */
     const float *out_zero_point;                            /* [m] */
+    int b_per_tensor;                                       /* b_scale and b_zero_point: [1], for every column */
     int reciprocal;
     /* B packed beforehand (dmlq_gemm_pack_b), or NULL: B is packed here. When set, `b` is unused
      * and b_offsets holds each batch's index among the packed batches. */
@@ -212,6 +213,7 @@ typedef struct dmlq_packed_b {
     int b_signed;
     int8_t *panels;       /* batch after batch, n_panels panels each */
     int32_t *column_sums; /* batch after batch, sums_per_batch each */
+    struct dmlq_column_cache *column_cache; /* the quantization's column side of its last multiply (gemm.c) */
 } dmlq_packed_b;
 
 /* Packs `batches` matrices of k x n bytes (batch i at b + offsets[i], byte strides b_row, b_col)

@@ -23,7 +23,12 @@
 #include "family.h"
 #include "gemm_kernels.h"
 
-enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 21 };
+/* A multiply of fewer operations (2 M N K) runs on one thread. Measured on Zen 5 (avx512_vnni, a packed B,
+ * 2 otherwise idle cores, medians of 41 interleaved rounds): a second thread took 0.84-0.93 of the time
+ * from 512 Ki operations on (1 x 512 x 512, 8 x 128 x 256, 32 x 128 x 128) and from 2 Mi on 0.5-0.8,
+ * but 1.00-1.07 below (1 x 128 x 512, 8 x 64 x 256, 32 x 64 x 64): waking it costs about a microsecond
+ * of a call of two. Packing B beforehand runs on one thread below SERIAL_PACK_BYTES bytes of B. */
+enum { BLOCK_BYTES = 256 * 1024, SERIAL_OPERATIONS = 1 << 19, SERIAL_PACK_BYTES = 1 << 21 };
 
 /* Blocks of HUGE_BYTES or more are aligned to huge pages and, on Linux, asked to be backed by them
  * (as NumPy does for its arrays): a packed 4096 x 11008 B otherwise takes 11 000 page faults, in
@@ -288,7 +293,7 @@ typedef struct {
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int int32_direct; /* int32 output, contiguous columns: whole tiles by the kernels' dot_int32 */
     int row_sums_needed; /* some zb' is not 0 (else rowsum(A') is multiplied by 0 only: left 0) */
-    int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels need no copy */
+    int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels (or all) need no copy */
     int per_thread_batches;
     int packed_ahead; /* the one batch's panels were packed by the caller before the threads started */
     int b_by_chunk;   /* each chunk of B panels is packed by the thread that computes its tiles (packs_b_by_chunk) */
@@ -304,7 +309,7 @@ static const uint8_t *a_panel(const gemm_context *c, const packed_operands *pk, 
                               ptrdiff_t *lda) {
     const dmlq_gemm_problem *p = c->p;
     const int mr = c->kernels->mr;
-    if (c->a_in_place && (panel + 1) * mr <= p->m) {
+    if (c->a_in_place && ((panel + 1) * mr <= p->m || c->kernels->real_rows_only)) {
         *lda = p->a_row;
         return (const uint8_t *)p->a + p->a_offsets[batch] + panel * mr * p->a_row;
     }
@@ -332,15 +337,19 @@ static void pack_a_panels(const gemm_context *c, packed_operands *pk, ptrdiff_t 
                                flip, pk->row_sums + m0);
             continue;
         }
-        if (rows == copy)
-            pack_a_panel(copy, lda, mr, a + m0 * p->a_row, min_size(mr, p->m - m0), p->k, p->a_row, p->a_col, flip);
-        if (c->row_sums_needed) c->kernels->row_sums(rows, lda, p->k, mr, pk->row_sums + m0);
+        const int real = (int)min_size(mr, p->m - m0);
+        if (rows == copy) pack_a_panel(copy, lda, mr, a + m0 * p->a_row, real, p->k, p->a_row, p->a_col, flip);
+        if (!c->row_sums_needed) continue; /* all left 0 (dmlq_gemm) */
+        c->kernels->row_sums(rows, lda, p->k, real, pk->row_sums + m0);
+        for (int r = real; r < mr; r++) pk->row_sums[m0 + r] = 0; /* rows beyond A (none read in place) */
     }
 }
 
-/* The first A panel that needs packing: past those read in place when their row sums are not needed. */
+/* The first A panel that needs packing: past those read in place (a_panel) when their row sums are not
+ * needed. */
 static ptrdiff_t first_a_panel_to_pack(const gemm_context *c) {
-    return c->a_in_place && !c->row_sums_needed ? c->p->m / c->kernels->mr : 0;
+    const ptrdiff_t in_place = c->kernels->real_rows_only ? c->m_panels : c->p->m / c->kernels->mr;
+    return c->a_in_place && !c->row_sums_needed ? in_place : 0;
 }
 
 /* How many chunks of a batch's B this multiply packs: the panels it does not read directly. */
@@ -743,15 +752,138 @@ static inline void widen_range(float x, uint32_t *low, uint32_t *high) {
     *high = bits > *high ? bits : *high;
 }
 
-/* The per-row and per-column vectors, padded with zeros (and factors of 1) to whole panels. */
-static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
+/* The column side of the quantization (from B's scales and zero points alone): per column, padded to
+ * whole panels with zeros (and factors of 1), and what the requantization needs to know of them all. */
+typedef struct {
+    double *b_scale;
+    float *factor;
+    int32_t *b_zero;
+    int finite, estimable, uniform; /* no NaN or infinity; within estimable(); one zb' for every column */
+    double largest;                 /* the largest |scale| */
+} column_quantization;
+
+/* How many values the problem's b_scale and b_zero_point hold. */
+static ptrdiff_t column_values(const dmlq_gemm_problem *p) { return p->b_per_tensor ? 1 : p->n; }
+
+static void fill_columns(const dmlq_gemm_problem *p, ptrdiff_t columns, int32_t zero_shift, column_quantization *out) {
+    /* In simple loops over local pointers (N may be large) */
+    const float *restrict scales = p->b_scale;
+    const int32_t *restrict zero_points = p->b_zero_point;
+    double *restrict b_scale = out->b_scale;
+    float *restrict column_factor = out->factor;
+    int32_t *restrict b_zero = out->b_zero;
+    const ptrdiff_t values = column_values(p);
+    /* The range of the scales' magnitudes as bits (widen_range): integer minima and maxima that the
+     * compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one long chain) */
+    enum { SCAN_LANES = 16 };
+    uint32_t low[SCAN_LANES], high[SCAN_LANES];
+    for (int j = 0; j < SCAN_LANES; j++) low[j] = 0x7f800000u, high[j] = 0;
+    ptrdiff_t scanned = 0;
+    for (; scanned + SCAN_LANES <= values; scanned += SCAN_LANES)
+        for (int j = 0; j < SCAN_LANES; j++) widen_range(scales[scanned + j], &low[j], &high[j]);
+    for (; scanned < values; scanned++) widen_range(scales[scanned], &low[0], &high[0]); /* the last few */
+    uint32_t smallest_bits = low[0], largest_bits = high[0];
+    for (int j = 1; j < SCAN_LANES; j++) {
+        smallest_bits = low[j] < smallest_bits ? low[j] : smallest_bits;
+        largest_bits = high[j] > largest_bits ? high[j] : largest_bits;
+    }
+    int uniform = 1;
+    for (ptrdiff_t n = 0; n < values; n++) uniform &= zero_points[n] == zero_points[0];
+    float smallest, largest;
+    memcpy(&smallest, &smallest_bits, 4);
+    memcpy(&largest, &largest_bits, 4);
+    const ptrdiff_t step = p->b_per_tensor ? 0 : 1; /* from one column's value to the next one's */
+    for (ptrdiff_t n = 0; n < columns; n++) {
+        const int real = n < p->n;
+        b_scale[n] = real ? (double)scales[n * step] : 0.0;
+        column_factor[n] = real ? scales[n * step] : 1.0f;
+        b_zero[n] = real ? zero_points[n * step] - zero_shift : 0;
+    }
+    out->finite = largest_bits <= 0x7f7fffffu;
+    out->estimable = estimable(smallest) && estimable(largest);
+    out->uniform = uniform;
+    out->largest = largest;
+}
+
+/* What B's zero points are shifted by in zb' (gemm_kernels.h): 128 for uint8 B, unless B is read in place. */
+static int32_t zero_shift(const gemm_context *c) { return c->p->b_signed || c->b_in_place ? 0 : 128; }
+
+/* The column side's vectors in a workspace, after the rows' (lay_out). */
+static column_quantization own_columns(const gemm_context *c, double *doubles, float *floats, int32_t *zeros) {
+    const ptrdiff_t rows = padded_rows(c);
+    return (column_quantization){.b_scale = doubles + 3 * rows, .factor = floats + rows, .b_zero = zeros + rows};
+}
+
+/* A packed B's column side of the last problem it served, keyed by that problem's scales and zero
+ * points (their bits): a packed B's are mostly the same from call to call (a layer's weights), and
+ * recomputing them cost 0.5 us of a 5 us 1 x 768 x 768 call (Zen 5). One caller at a time uses it. */
+struct dmlq_column_cache {
+    long busy;
+    int valid, per_tensor;
+    float *scales;        /* the key: the problem's b_per_tensor, b_scale and b_zero_point ([n] at most) */
+    int32_t *zero_points;
+    column_quantization columns;
+};
+
+static size_t column_cache_bytes(ptrdiff_t n, ptrdiff_t columns) {
+    return sizeof(struct dmlq_column_cache) + (sizeof(float) + sizeof(int32_t)) * (size_t)n +
+           (sizeof(double) + sizeof(float) + sizeof(int32_t)) * (size_t)columns;
+}
+
+static struct dmlq_column_cache *new_column_cache(ptrdiff_t n, ptrdiff_t columns) {
+    struct dmlq_column_cache *cache = dmlq_allocate(column_cache_bytes(n, columns));
+    if (!cache) return NULL;
+    char *memory = (char *)(cache + 1); /* the doubles first: the struct's size keeps them aligned */
+    *cache = (struct dmlq_column_cache){.columns.b_scale = (double *)memory};
+    memory += sizeof(double) * (size_t)columns;
+    cache->columns.factor = (float *)memory;
+    memory += sizeof(float) * (size_t)columns;
+    cache->columns.b_zero = (int32_t *)memory;
+    memory += sizeof(int32_t) * (size_t)columns;
+    cache->scales = (float *)memory;
+    cache->zero_points = (int32_t *)(memory + sizeof(float) * (size_t)n);
+    return cache;
+}
+
+static int same_key(const struct dmlq_column_cache *cache, const dmlq_gemm_problem *p) {
+    const size_t values = (size_t)column_values(p);
+    return cache->valid && cache->per_tensor == p->b_per_tensor &&
+           !memcmp(cache->scales, p->b_scale, sizeof(float) * values) &&
+           !memcmp(cache->zero_points, p->b_zero_point, sizeof(int32_t) * values);
+}
+
+/* The problem's column side: its packed B's cache (then taken, to be given back by the caller),
+ * filled unless it holds this problem's already, or else `own` filled. */
+static const column_quantization *columns_of(const gemm_context *c, column_quantization *own, long **taken) {
     const dmlq_gemm_problem *p = c->p;
-    const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
-    double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows, *b_scale = zero_point + rows;
-    float *row_factor = floats, *column_factor = row_factor + rows;
-    int32_t *a_zero = zeros, *b_zero = zeros + rows;
-    int nan_possible = 0, estimate = 1, a_zero_uniform = 1, b_zero_uniform = 1;
-    double largest_row_factor = 0.0, largest_column_factor = 0.0;
+    const ptrdiff_t columns = c->n_panels * c->kernels->nr;
+    struct dmlq_column_cache *cache = p->packed_b ? p->packed_b->column_cache : NULL;
+    *taken = NULL;
+    if (!cache || !dmlq_take_flag(&cache->busy)) {
+        fill_columns(p, columns, zero_shift(c), own);
+        return own;
+    }
+    *taken = &cache->busy;
+    if (!same_key(cache, p)) {
+        fill_columns(p, columns, zero_shift(c), &cache->columns);
+        memcpy(cache->scales, p->b_scale, sizeof(float) * (size_t)column_values(p));
+        memcpy(cache->zero_points, p->b_zero_point, sizeof(int32_t) * (size_t)column_values(p));
+        cache->per_tensor = p->b_per_tensor;
+        cache->valid = 1;
+    }
+    return &cache->columns;
+}
+
+/* The per-row vectors, padded with zeros (and factors of 1) to whole panels, with the column side. */
+static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros,
+                              const column_quantization *columns) {
+    const dmlq_gemm_problem *p = c->p;
+    const ptrdiff_t rows = padded_rows(c);
+    double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows;
+    float *row_factor = floats;
+    int32_t *a_zero = zeros;
+    int nan_possible = 0, estimate = 1, a_zero_uniform = 1;
+    double largest_row_factor = 0.0;
     for (ptrdiff_t m = 0; m < rows; m++) {
         const int real = m < p->m;
         a_scale[m] = real ? (double)p->a_scale[m] : 0.0;
@@ -765,44 +897,15 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         largest_row_factor = fmax(largest_row_factor, fabs(factor));
         a_zero_uniform &= !real || a_zero[m] == a_zero[0];
     }
-    /* Per column, in simple loops over local pointers (N may be large and these run on every call) */
-    const float *restrict scales = p->b_scale;
-    const int32_t *restrict zero_points = p->b_zero_point;
-    const ptrdiff_t n_real = p->n;
-    const int32_t zero_shift = p->b_signed || c->b_in_place ? 0 : 128;
-    /* The range of the scales' magnitudes as bits (widen_range): integer minima and maxima that the
-     * compiler vectorises, in SCAN_LANES independent lanes (a float reduction is one long chain) */
-    enum { SCAN_LANES = 16 };
-    uint32_t low[SCAN_LANES], high[SCAN_LANES];
-    for (int j = 0; j < SCAN_LANES; j++) low[j] = 0x7f800000u, high[j] = 0;
-    ptrdiff_t scanned = 0;
-    for (; scanned + SCAN_LANES <= n_real; scanned += SCAN_LANES)
-        for (int j = 0; j < SCAN_LANES; j++) widen_range(scales[scanned + j], &low[j], &high[j]);
-    for (; scanned < n_real; scanned++) widen_range(scales[scanned], &low[0], &high[0]); /* the last few */
-    uint32_t smallest_bits = low[0], largest_bits = high[0];
-    for (int j = 1; j < SCAN_LANES; j++) {
-        smallest_bits = low[j] < smallest_bits ? low[j] : smallest_bits;
-        largest_bits = high[j] > largest_bits ? high[j] : largest_bits;
-    }
-    for (ptrdiff_t n = 0; n < n_real; n++) b_zero_uniform &= zero_points[n] == zero_points[0];
-    const int finite = largest_bits <= 0x7f7fffffu; /* no NaN or infinity */
-    float smallest, largest;
-    memcpy(&smallest, &smallest_bits, 4);
-    memcpy(&largest, &largest_bits, 4);
-    for (ptrdiff_t n = 0; n < columns; n++) {
-        b_scale[n] = n < n_real ? (double)scales[n] : 0.0;
-        column_factor[n] = n < n_real ? scales[n] : 1.0f;
-        b_zero[n] = n < n_real ? zero_points[n] - zero_shift : 0;
-    }
-    nan_possible |= !finite;
-    estimate &= estimable(smallest) && estimable(largest);
-    largest_column_factor = largest;
+    nan_possible |= !columns->finite;
+    estimate &= columns->estimable;
     /* |acc| <= K * 255 * 255: every estimate stays below 2**20, with room for its roundings */
-    estimate &= largest_row_factor * largest_column_factor * dmlq_gemm_sum_bound(p) < 0x1p19;
-    c->q = (gemm_quantization){p->k,          a_scale,        b_scale,        divisor,       zero_point,
-                               a_zero,        b_zero,         row_factor,     column_factor, p->reciprocal,
-                               nan_possible,  estimate && !nan_possible,      a_zero_uniform, b_zero_uniform,
-                               p->out_signed ? -128.0 : 0.0, p->out_signed ? 127.0 : 255.0};
+    estimate &= largest_row_factor * columns->largest * dmlq_gemm_sum_bound(p) < 0x1p19;
+    c->q = (gemm_quantization){p->k,          a_scale,          columns->b_scale,  divisor,
+                               zero_point,    a_zero,           columns->b_zero,   row_factor,
+                               columns->factor, p->reciprocal,  nan_possible,      estimate && !nan_possible,
+                               a_zero_uniform, columns->uniform, p->out_signed ? -128.0 : 0.0,
+                               p->out_signed ? 127.0 : 255.0};
 }
 
 /* A workspace being laid out: pieces of whole cache lines from `base` on (NULL: only measuring). */
@@ -931,6 +1034,10 @@ static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
     return threads > 1 && few_panels && worth_it ? threads : 1;
 }
 
+/* A multiply's claim counters and packed operands up to these counts live on its caller's stack (one
+ * batch on two threads needs 4 and 1): calloc and free were 4 % of a 1 x 64 x 48 call. */
+enum { LOCAL_COUNTERS = 16, LOCAL_BUFFERS = 4 };
+
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     gemm_context c = {.p = p, .kernels = kernels_for(p)};
     const int mr = c.kernels->mr, nr = c.kernels->nr;
@@ -949,7 +1056,10 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.b_by_chunk = packs_b_by_chunk(&c, threads);
     c.counter_stride = threads;
     const int buffers = c.per_thread_batches ? threads : 1;
-    packed_operands *packed = calloc((size_t)buffers, sizeof(packed_operands));
+    const ptrdiff_t counters = 2 * p->batches * threads;
+    packed_operands local_packed[LOCAL_BUFFERS] = {{0}};
+    ptrdiff_t local_counters[LOCAL_COUNTERS] = {0};
+    packed_operands *packed = buffers <= LOCAL_BUFFERS ? local_packed : calloc((size_t)buffers, sizeof(packed_operands));
     double *doubles;
     float *floats;
     int32_t *zeros;
@@ -957,11 +1067,13 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
     int kept = 0;
     layout l = {packed ? workspace_take(measured.used, &kept) : NULL, 0};
-    c.counters = calloc((size_t)(2 * p->batches * threads), sizeof(ptrdiff_t));
+    c.counters = counters <= LOCAL_COUNTERS ? local_counters : calloc((size_t)counters, sizeof(ptrdiff_t));
     const int status = l.base && c.counters ? 0 : -1;
+    long *cache_taken = NULL;
     if (status == 0) {
         lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
-        fill_quantization(&c, doubles, floats, zeros);
+        column_quantization own = own_columns(&c, doubles, floats, zeros);
+        fill_quantization(&c, doubles, floats, zeros, columns_of(&c, &own, &cache_taken));
         c.q.epilogue = p->epilogue;
         if (c.b_in_place) /* multiplied by za' = 0: any value would do, but not an unset one */
             memset(packed->column_sums, 0, sizeof(int32_t) * (size_t)(c.n_panels * nr));
@@ -977,9 +1089,10 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
             pack_b_chunks(&c, packed, 0, 0, p->packed_b ? 0 : chunks_to_pack(&c));
         }
         dmlq_parallel(run_task, &c, threads);
+        if (cache_taken) dmlq_give_flag(cache_taken);
     }
-    free(c.counters);
-    free(packed);
+    if (c.counters != local_counters) free(c.counters);
+    if (packed != local_packed) free(packed);
     if (l.base) workspace_give(l.base, kept);
     return status;
 }
@@ -1004,7 +1117,9 @@ int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
     if (!r->memory) return -1;
     l.used = 0;
     lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
-    fill_quantization(&c, doubles, floats, zeros);
+    column_quantization columns = own_columns(&c, doubles, floats, zeros);
+    fill_columns(p, c.n_panels * c.kernels->nr, zero_shift(&c), &columns);
+    fill_quantization(&c, doubles, floats, zeros, &columns);
     r->q = c.q;
     r->requantize = c.kernels->requantize;
     r->columns = c.kernels->nr;
@@ -1046,12 +1161,13 @@ int dmlq_gemm_pack_b(dmlq_packed_b *packed, const char *b, const ptrdiff_t *offs
     *packed = (dmlq_packed_b){kernels, batches, k, n, n_panels, groups * kernels->nr * 4, n_panels * kernels->nr, b_signed};
     packed->panels = dmlq_allocate((size_t)(batches * n_panels * packed->panel_bytes));
     packed->column_sums = dmlq_allocate(sizeof(int32_t) * (size_t)(batches * packed->sums_per_batch));
-    if (!packed->panels || !packed->column_sums) {
+    packed->column_cache = new_column_cache(n, packed->sums_per_batch);
+    if (!packed->panels || !packed->column_sums || !packed->column_cache) {
         dmlq_gemm_free_packed_b(packed);
         return -1;
     }
     pack_job job = {packed, b, offsets, groups, b_row, b_col, 0};
-    if ((double)batches * k * n < SERIAL_OPERATIONS) threads = 1;
+    if ((double)batches * k * n < SERIAL_PACK_BYTES) threads = 1;
     dmlq_parallel(pack_beforehand, &job, threads);
     return 0;
 }
@@ -1076,6 +1192,8 @@ void dmlq_gemm_unpack_b(const dmlq_packed_b *packed, char *b) {
 void dmlq_gemm_free_packed_b(dmlq_packed_b *packed) {
     dmlq_release(packed->panels);
     dmlq_release(packed->column_sums);
+    dmlq_release(packed->column_cache);
     packed->panels = NULL;
     packed->column_sums = NULL;
+    packed->column_cache = NULL;
 }

@@ -67,6 +67,7 @@ typedef struct {
     int mr, nr, group_multiple;
     int a_group_bytes; /* from one group of 4 k to the next in an A' panel: 4, or more for a packed layout */
     int b_pair_layout; /* B' panels in pairs of k (see above) */
+    int real_rows_only; /* `dot` reads only the real rows of an A' panel: a last, partial one is read in place too */
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
      * first `rows` rows are real (a kernel may leave the others unwritten). */
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);

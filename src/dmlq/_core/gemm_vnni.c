@@ -454,7 +454,7 @@ static void pack_b_whole_groups_vnni(int8_t *dst, ptrdiff_t panel_bytes, const u
 }
 
 const gemm_kernels dmlq_gemm_vnni = {.mr = GEMM_MR, .nr = GEMM_NR, .group_multiple = 1, .a_group_bytes = 4,
-                                     .dot = dot_vnni, .dot_int32 = dot_int32_vnni,
+                                     .real_rows_only = 1, .dot = dot_vnni, .dot_int32 = dot_int32_vnni,
                                      .requantize = dmlq_gemm_requantize_vnni,
                                      .row_sums = row_sums_vnni,
                                      .column_sums = dmlq_gemm_column_sums_vnni,

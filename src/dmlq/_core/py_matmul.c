@@ -210,6 +210,7 @@ static void packed_batch_indices(const packed_matrix *matrix, PyArrayObject *out
 typedef struct {
     float *floats, *a_scale, *out_scale, *out_zero_float, *b_scale;
     int32_t *integers, *a_zero, *out_zero, *b_zero;
+    int b_per_tensor; /* b_scale and b_zero hold one value, for every column (dmlq_gemm_problem) */
 } matmul_vectors;
 
 static int allocate_vectors(matmul_vectors *v, ptrdiff_t m, ptrdiff_t n) {
@@ -224,6 +225,7 @@ static int allocate_vectors(matmul_vectors *v, ptrdiff_t m, ptrdiff_t n) {
     v->a_scale = v->floats, v->out_scale = v->a_scale + m, v->out_zero_float = v->out_scale + m;
     v->b_scale = v->out_zero_float + m;
     v->a_zero = v->integers, v->out_zero = v->a_zero + m, v->b_zero = v->out_zero + m;
+    v->b_per_tensor = 0;
     return 0;
 }
 
@@ -272,6 +274,7 @@ static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *p
     p.out_scale = v->out_scale;
     p.a_zero_point = v->a_zero;
     p.b_zero_point = v->b_zero;
+    p.b_per_tensor = v->b_per_tensor;
     p.out_zero_point = v->out_zero_float;
     p.reciprocal = reciprocal;
     p.epilogue = epilogue;
@@ -360,22 +363,25 @@ static PyArrayObject *column_array(PyObject *object, ptrdiff_t n, int type) {
 }
 
 /* B's scale (`type` DMLQ_F32, into floats) or zero point (B's type, into integers), per tensor or per
- * column (N,) / (1, N). */
-static int accept_column_vector(PyObject *object, ptrdiff_t n, int type, float *floats, int32_t *integers) {
-    float scale = 0.0f;
-    int32_t zero = 0;
+ * column (N,) / (1, N): how many values were read (1 or n), or 0. */
+static ptrdiff_t accept_column_vector(PyObject *object, ptrdiff_t n, int type, float *floats, int32_t *integers) {
     const int is_scale = type == DMLQ_F32;
-    if (is_scale ? dmlq_py_accept_scale(object, 2, &scale) : dmlq_py_accept_zero_point(object, type, 2, &zero)) {
-        const char zero_byte = (char)zero; /* per tensor: one value read n times */
-        gather(is_scale ? (const char *)&scale : &zero_byte, 0, n, type, floats, integers);
+    if (is_scale ? dmlq_py_accept_scale(object, 2, floats) : dmlq_py_accept_zero_point(object, type, 2, integers))
         return 1;
-    }
     PyArrayObject *array = column_array(object, n, type);
     if (!array) return 0;
     gather(PyArray_BYTES(array), PyArray_STRIDE(array, PyArray_NDIM(array) - 1), n, type, floats, integers);
     int usable = 1;
     for (ptrdiff_t i = 0; is_scale && i < n; i++) usable &= dmlq_py_finite_non_zero(floats[i]);
-    return usable;
+    return usable ? n : 0;
+}
+
+/* B's scale and zero point of `scales` and `zeros` values (accept_column_vector): one each, for every
+ * column, or both made n (a per-tensor one repeated). */
+static void column_vectors(matmul_vectors *v, ptrdiff_t n, ptrdiff_t scales, ptrdiff_t zeros) {
+    v->b_per_tensor = scales == 1 && zeros == 1;
+    for (ptrdiff_t i = 1; !v->b_per_tensor && scales == 1 && i < n; i++) v->b_scale[i] = v->b_scale[0];
+    for (ptrdiff_t i = 1; !v->b_per_tensor && zeros == 1 && i < n; i++) v->b_zero[i] = v->b_zero[0];
 }
 
 /* A 2-D operand the kernels read in place. */
@@ -411,8 +417,10 @@ PyObject *dmlq_py_matmul_per_tensor(PyObject *self, PyObject *const *args, Py_ss
     matmul_vectors v;
     if (allocate_vectors(&v, m, n) < 0) return NULL;
     PyArrayObject *out = NULL;
-    if (accept_column_vector(args[4], n, DMLQ_F32, v.b_scale, NULL) &&
-        accept_column_vector(args[5], n, b_type, NULL, v.b_zero)) {
+    const ptrdiff_t b_scales = accept_column_vector(args[4], n, DMLQ_F32, v.b_scale, NULL);
+    const ptrdiff_t b_zeros = b_scales ? accept_column_vector(args[5], n, b_type, NULL, v.b_zero) : 0;
+    if (b_zeros) {
+        column_vectors(&v, n, b_scales, b_zeros);
         PyArrayObject *inputs[2] = {a, b};
         const npy_intp shape[2] = {m, n};
         out = dmlq_py_accept_output(args[8], 2, shape, out_type, inputs, 2, 0);

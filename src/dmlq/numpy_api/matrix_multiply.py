@@ -9,7 +9,6 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..errors import DmlError
-from ..kernels import matrix_b
 from ..ops.quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
 from ..packed import PackedMatrix
 from ..reference.saturate import saturate
@@ -49,9 +48,11 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     if packed is not None:
         b_scale, b_zero_point = packed_parameters(packed, b_scale, b_zero_point)
     if dtype is None:  # the common call, checked and run in one C step; None when it is not that call
-        kernel_b = b if packed is None else matrix_b(packed.packed_b)
-        parameters = (b_scale, b_zero_point, output_scale, output_zero_point)
-        result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, *parameters, out,
+        # a packed B's last operand: a packing of another CPU level is declined, and the general path's
+        # kernels take the current level's (PackedB.as_kernel_operand)
+        kernel_b = b if packed is None else packed.packed_b.last_operand
+        result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, b_scale, b_zero_point,
+                                          output_scale, output_zero_point, out,
                                           DEVICE.reciprocal_division)  # fmt: skip
         if result is not None:
             return result
