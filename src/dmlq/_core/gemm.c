@@ -6,11 +6,11 @@
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
  * its requantization, straight into the output (a large B a chunk of panels at a time, each packed
  * just before its tiles by the thread that computes them: packs_b_by_chunk). A few rows of A with one
- * row-major B instead read B where it lies, in blocks of columns (compute_row_major). Threads either claim whole batches
- * (many batches) or share each batch's packing and tiles, claiming panels and tile rows one at a
- * time, or, for a few rows against fewer B panels than threads, shares of K (compute_split_k); in
- * every case the integer sums are exact and one thread requantizes each output element, with the
- * same arithmetic, so the result does not depend on the thread count.
+ * row-major B instead read B where it lies, in blocks of columns (compute_row_major). Threads either
+ * claim whole batches (many batches) or share each batch's packing and tiles, claiming panels and tile
+ * rows one at a time, or, for a few rows against fewer B panels than threads, shares of K
+ * (compute_split_k); in every case the integer sums are exact and one thread requantizes each output
+ * element, with the same arithmetic, so the result does not depend on the thread count.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -685,28 +685,31 @@ static void claim_own_range_first(const batch_work *w, ptrdiff_t *counters, int 
     }
 }
 
+/* A batch's claim counters of one phase (0: packing, 1: tiles), one per range, COUNTER_SPACING apart. */
+static ptrdiff_t *batch_counters(const gemm_context *c, ptrdiff_t batch, int phase) {
+    return &c->counters[(batch * 2 + phase) * c->counter_stride * COUNTER_SPACING];
+}
+
 static void run_batches_together(const gemm_context *c, int thread, int threads) {
     const dmlq_gemm_problem *p = c->p;
     ptrdiff_t a_offset = c->packed_ahead ? p->a_offsets[0] : -1, b_offset = c->packed_ahead ? p->b_offsets[0] : -1;
     for (ptrdiff_t batch = 0; batch < p->batches; batch++) {
         const int new_a = a_offset != p->a_offsets[batch];
         const int new_b = !p->packed_b && b_offset != p->b_offsets[batch];
-        ptrdiff_t *counters = &c->counters[batch * 2 * c->counter_stride * COUNTER_SPACING];
         const ptrdiff_t first_a = first_a_panel_to_pack(c);
         const batch_work w = {c, batch, first_a, new_a ? c->m_panels - first_a : 0, new_b ? chunks_to_pack(c) : 0,
                               threads};
         if (w.a_panels_to_pack || w.b_chunks_to_pack) {
             if (batch > 0) dmlq_barrier(threads); /* the previous batch's tiles are done with the panels */
-            claim_own_range_first(&w, counters, thread, pack_units, pack_unit);
+            claim_own_range_first(&w, batch_counters(c, batch, 0), thread, pack_units, pack_unit);
             dmlq_barrier(threads);
         }
         a_offset = p->a_offsets[batch];
         b_offset = p->b_offsets[batch];
         if (c->k_shares > 1)
-            compute_split_k(c, counters + c->counter_stride * COUNTER_SPACING, threads);
+            compute_split_k(c, batch_counters(c, batch, 1), threads);
         else
-            claim_own_range_first(&w, counters + c->counter_stride * COUNTER_SPACING, thread, compute_units,
-                                  compute_unit);
+            claim_own_range_first(&w, batch_counters(c, batch, 1), thread, compute_units, compute_unit);
     }
 }
 
