@@ -45,18 +45,20 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     array([[6]], dtype=uint8)
     """
     packed = b if isinstance(b, PackedMatrix) else None
-    if packed is not None:
-        b_scale, b_zero_point = packed_parameters(packed, b_scale, b_zero_point)
-    if dtype is None:  # the common call, checked and run in one C step; None when it is not that call
-        # a packed B's last operand: a packing of another CPU level is declined, and the general path's
-        # kernels take the current level's (PackedB.as_kernel_operand)
-        kernel_b = b if packed is None else packed.packed_b.last_operand
-        result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, b_scale, b_zero_point,
+    if dtype is None and (packed is None or b_scale is None and b_zero_point is None):
+        # the common call, checked and run in one C step; None when it is not that call. A packed B's
+        # operands: the packing's last (one of another CPU level is declined, and the general path's
+        # kernels take the current level's: PackedB.as_kernel_operand), its own scale and zero point.
+        kernel_b, kernel_scale, kernel_zero = (
+            (b, b_scale, b_zero_point) if packed is None else packed.kernel_operands
+        )
+        result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, kernel_scale, kernel_zero,
                                           output_scale, output_zero_point, out,
                                           DEVICE.reciprocal_division)  # fmt: skip
         if result is not None:
             return result
     if packed is not None:
+        b_scale, b_zero_point = packed_parameters(packed, b_scale, b_zero_point)
         b = packed.packed_b.for_shape_rules()
     a = integer_data(a, "a", a_zero_point, MATRIX_DATA)
     b = integer_data(b, "b", b_zero_point, MATRIX_DATA)
