@@ -17,8 +17,9 @@
  * filter is packed once (dmlq_conv_pack_filter, or pack_convolution_filter from Python) as the kernel
  * reads it, 8 channels' dwords per group of 4 k. The sums, exact in int32 (conv_output.h), go straight
  * to the output's rows: int32, or requantized 48 at a time, stored by masked stores per output row.
- * The work: per image, its planes, then its tiles (each thread an image of its own while there are
- * enough images for every thread; else the threads share the planes of a few images, then the tiles).
+ * The work: units of a band of output rows of an image, each a band's planes in its thread's own
+ * buffer, then the band's tiles (bands_task); the bands as large as BAND_BYTES and the threads allow
+ * (plan_bands: at least 2 units per thread).
  */
 #include "conv_output.h"
 
@@ -400,7 +401,13 @@ static int32_t *partial_sums(const implicit_job *job) {
     return dmlq_allocate(sizeof(int32_t) * (size_t)(panels * MR * NR));
 }
 
-/* Units of work: a band of an image, its planes (in the thread's own memory), then its tiles. */
+/* Units of work: a band of an image, its planes (in the thread's own memory), then its tiles.
+ * Measured slower (3 x 3 / 2 128 -> 128 from 56², Zen 5, 2 threads, avx512_vnni, 2026-11-27): an
+ * image's planes shared by the threads, then its tiles claimed one at a time (batch 1 0.143 -> 0.144
+ * ms, batch 8 1.056 -> 1.068 ms: the tiles read planes the other core filled); the last images
+ * split into one part of their tiles per thread, a part's planes its own, the parts' tiles then
+ * taken by any thread (batch 8 2 % slower, batch 1 1-3 %); an image in parts of its tiles instead of
+ * bands of rows (batch 1 4-12 % slower; the bands of 5 rows already give its 17 tiles). */
 static void bands_task(void *context, int thread, int threads) {
     (void)threads;
     implicit_job *job = context;
