@@ -297,6 +297,7 @@ typedef struct {
     int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm_kernels.h) */
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int int32_direct; /* int32 output, contiguous columns: whole tiles by the kernels' dot_int32 */
+    int requantize_direct; /* 8-bit output, contiguous columns, the estimate usable: whole tiles by dot_requantize */
     int row_sums_needed; /* some zb' is not 0 (else rowsum(A') is multiplied by 0 only: left 0) */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels (or all) need no copy */
     int per_thread_batches;
@@ -407,6 +408,10 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
     if (c->int32_direct && tile.rows == mr && tile.columns == nr) {
         c->kernels->dot_int32(a, lda, b, c->groups, &tile, &c->q);
+        return;
+    }
+    if (c->requantize_direct && tile.rows == mr && tile.columns == nr) {
+        c->kernels->dot_requantize(a, lda, b, c->groups, &tile, &c->q);
         return;
     }
     if (c->int32_sums) {
@@ -1096,6 +1101,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
             memset(packed[i].row_sums, 0, sizeof(int32_t) * (size_t)padded_rows(&c));
         c.int32_direct = c.int32_sums && c.kernels->dot_int32 && p->epilogue && p->epilogue->kind == DMLQ_EPILOGUE_INT32 &&
                          p->out_col == (ptrdiff_t)sizeof(int32_t);
+        c.requantize_direct = c.int32_sums && c.kernels->dot_requantize && !p->epilogue && p->out_col == 1 && c.q.estimate;
         c.packed = packed;
         c.packed_ahead = packs_ahead(&c, threads);
         if (c.packed_ahead) {
