@@ -222,8 +222,10 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
 
 /* ---- portable kernels ----------------------------------------------------------------------------- */
 
-static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                         int32_t *tile) {
     (void)rows;
+    (void)columns;
     for (int i = 0; i < GEMM_MR * GEMM_NR; i++) tile[i] = 0;
     for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4)
         for (int m = 0; m < GEMM_MR; m++)
@@ -415,14 +417,14 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
         return;
     }
     if (c->int32_sums) {
-        c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
+        c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, (int)tile.columns, dots);
         finish_tile(c, dots, &tile);
         return;
     }
     int64_t sums[GEMM_MAX_TILE] = {0};
     for (ptrdiff_t g = 0; g < c->groups; g += GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, c->groups - g),
-                        (int)tile.rows, dots);
+                        (int)tile.rows, nr, dots);
         for (int i = 0; i < tile.rows * nr; i++) sums[i] += dots[i];
     }
     store_requantized(sums, &tile, &c->q);
@@ -570,7 +572,7 @@ static void dot_share(const gemm_context *c, ptrdiff_t unit) {
     for (int i = 0; i < mr * nr; i++) sums[i] = 0;
     for (ptrdiff_t g = first; g < end; g += GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, end - g),
-                        rows, dots);
+                        rows, nr, dots);
         for (int i = 0; i < rows * nr; i++) sums[i] += dots[i];
     }
 }

@@ -69,8 +69,9 @@ typedef struct {
     int b_pair_layout; /* B' panels in pairs of k (see above) */
     int real_rows_only; /* `dot` reads only the real rows of an A' panel: a last, partial one is read in place too */
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
-     * first `rows` rows are real (a kernel may leave the others unwritten). */
-    void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);
+     * first `rows` rows and `columns` columns are real (a kernel may leave the others unwritten). */
+    void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                int32_t *tile);
     /* Optional: `dot` of a whole MR x NR tile whose sums fit in int32, corrected by the zero-point terms
      * and stored as int32 straight into the tile's output (contiguous int32 columns): the int32
      * epilogue's result (gemm_epilogue.c) without the tile's round trip through memory. */

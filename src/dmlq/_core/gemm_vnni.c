@@ -29,29 +29,30 @@ static ALWAYS_INLINE void prefetch_b(const int8_t *b) {
     for (int j = 0; j < GEMM_NR * 4; j += 64) _mm_prefetch((const char *)b + PREFETCH_BYTES + j, _MM_HINT_T0);
 }
 
-/* `rows` x NR accumulators in registers, in `sets` sets that take turns by group (a row's chains of
- * dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
- * instruction's latency, not on B's bytes); per group, NR/16 vectors of B' and `rows` broadcast
+/* `rows` x 16 `vectors` accumulators in registers, in `sets` sets that take turns by group (a row's chains
+ * of dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
+ * instruction's latency, not on B's bytes); per group, `vectors` vectors of B' and `rows` broadcast
  * dwords of A'. A tile of fewer real rows is computed for them alone: a matrix-vector product
- * does one vpdpbusd per 64 bytes of B, not MR. */
+ * does one vpdpbusd per 64 bytes of B, not MR; and a tile of fewer real columns (B's last panel)
+ * for their vectors alone. */
 static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile,
-                                   const int rows, const int sets) {
+                                   const int rows, const int sets, const int vectors) {
     __m512i acc[4][GEMM_MR][VECTORS];
     for (int s = 0; s < sets; s++)
         for (int m = 0; m < rows; m++)
-            for (int j = 0; j < VECTORS; j++) acc[s][m][j] = _mm512_setzero_si512();
+            for (int j = 0; j < vectors; j++) acc[s][m][j] = _mm512_setzero_si512();
     const int ahead = rows > 1 && groups >= PREFETCH_MIN_GROUPS;
     ptrdiff_t g = 0;
     for (; g + sets <= groups; g += sets)
         for (int s = 0; s < sets; s++, a += 4, b += GEMM_NR * 4) {
             if (ahead) prefetch_b(b);
             __m512i bv[VECTORS];
-            for (int j = 0; j < VECTORS; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
+            for (int j = 0; j < vectors; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
             for (int m = 0; m < rows; m++) {
                 int32_t word;
                 memcpy(&word, a + m * lda, 4);
                 const __m512i av = _mm512_set1_epi32(word);
-                for (int j = 0; j < VECTORS; j++) acc[s][m][j] = dpbusd(acc[s][m][j], av, bv[j]);
+                for (int j = 0; j < vectors; j++) acc[s][m][j] = dpbusd(acc[s][m][j], av, bv[j]);
             }
         }
     for (; g < groups; g++, a += 4, b += GEMM_NR * 4) /* the last groups, fewer than `sets` */
@@ -59,11 +60,11 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
             int32_t word;
             memcpy(&word, a + m * lda, 4);
             const __m512i av = _mm512_set1_epi32(word);
-            for (int j = 0; j < VECTORS; j++)
+            for (int j = 0; j < vectors; j++)
                 acc[0][m][j] = dpbusd(acc[0][m][j], av, _mm512_load_si512((const void *)(b + 64 * j)));
         }
     for (int m = 0; m < rows; m++)
-        for (int j = 0; j < VECTORS; j++) {
+        for (int j = 0; j < vectors; j++) {
             __m512i sum = acc[0][m][j];
             for (int s = 1; s < sets; s++) sum = _mm512_add_epi32(sum, acc[s][m][j]);
             _mm512_store_si512((void *)(tile + m * GEMM_NR + 16 * j), sum);
@@ -104,16 +105,24 @@ static void dot_tile(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
     EVERY_TILE_ROW(TILE_ROW_STORE)
 }
 
-static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+static void dot_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                     int32_t *tile) {
     switch (rows) {
-    case 1: dot_rows(a, lda, b, groups, tile, 1, 4); break;
-    case 2: dot_rows(a, lda, b, groups, tile, 2, 4); break;
-    case 3: dot_rows(a, lda, b, groups, tile, 3, 2); break;
-    case 4: dot_rows(a, lda, b, groups, tile, 4, 2); break;
-    case 5: dot_rows(a, lda, b, groups, tile, 5, 1); break;
-    case 6: dot_rows(a, lda, b, groups, tile, 6, 1); break;
-    case 7: dot_rows(a, lda, b, groups, tile, 7, 1); break;
-    default: dot_tile(a, lda, b, groups, tile); break;
+    case 1: dot_rows(a, lda, b, groups, tile, 1, 4, VECTORS); break;
+    case 2: dot_rows(a, lda, b, groups, tile, 2, 4, VECTORS); break;
+    case 3: dot_rows(a, lda, b, groups, tile, 3, 2, VECTORS); break;
+    case 4: dot_rows(a, lda, b, groups, tile, 4, 2, VECTORS); break;
+    case 5: dot_rows(a, lda, b, groups, tile, 5, 1, VECTORS); break;
+    case 6: dot_rows(a, lda, b, groups, tile, 6, 1, VECTORS); break;
+    case 7: dot_rows(a, lda, b, groups, tile, 7, 1, VECTORS); break;
+    default:
+        if (columns <= 16)
+            dot_rows(a, lda, b, groups, tile, GEMM_MR, 1, 1);
+        else if (columns <= 32)
+            dot_rows(a, lda, b, groups, tile, GEMM_MR, 1, 2);
+        else
+            dot_tile(a, lda, b, groups, tile);
+        break;
     }
 }
 
