@@ -748,31 +748,37 @@ ESTIMATE_ON_THE_WRONG_SIDE = (
 )
 
 
+@pytest.mark.parametrize("out_type", [U8, I8])
+@pytest.mark.parametrize("a_zero_per_row", [False, True])
 @pytest.mark.parametrize("scales", ESTIMATE_ON_THE_WRONG_SIDE)
-def test_matmul_requantization_where_the_estimate_is_wrong(level, scales):
+def test_matmul_requantization_where_the_estimate_is_wrong(level, scales, a_zero_per_row, out_type):
     """The kernels' float32 estimate of a quotient is within a few float32 roundings of the
     reference's and must defer to it near a tie. Sums of every integer in -8256..8382 (127 * x + w
     over 130 rows and 256 columns: full and partial tiles), under scales where the estimate rounds some
     of them to the other side of a tie, a hair from it: a margin narrower than the estimate's
-    error gives another byte there."""
+    error gives another byte there. The same sums with A's zero point per row (A shifted with it) and
+    with an int8 output (its zero point 128 less): each route of a kernel (zero points uniform or not,
+    output signed or not) defers too."""
     x, w = np.arange(-64, 66), np.arange(-128, 128)
-    a = np.zeros((x.size, 4), np.int16) + 128
+    shift = np.arange(x.size)[:, None] % 101 - 50 if a_zero_per_row else np.zeros((1, 1), np.int16)
+    a = np.zeros((x.size, 4), np.int16) + 128 + shift
     a[:, 0] += x
     a[:, 1] += 1
     b = np.zeros((4, w.size), np.int16)
     b[0], b[1] = 127, w
     a_scale, b_scale, out_scale, out_zero = scales
+    out_zero -= 0 if out_type == U8 else 128
     views = {
         "a": a.astype(U8),
-        "a_scale": F32([[a_scale]]),
-        "a_zero_point": U8([[128]]),
+        "a_scale": np.full(shift.shape, a_scale, F32),
+        "a_zero_point": (128 + shift).astype(U8),
         "b": b.astype(I8),
         "b_scale": F32([[b_scale]]),
         "b_zero_point": None,
         "output_scale": F32([[out_scale]]),
-        "output_zero_point": U8([[out_zero]]),
+        "output_zero_point": np.array([[out_zero]], out_type),
     }
-    check_matmul(views, U8)
+    check_matmul(views, out_type)
 
 
 def test_matmul_nonfinite_scales_and_ties(level):

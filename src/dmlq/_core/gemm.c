@@ -222,8 +222,10 @@ static void pack_b_chunk(const b_packing *job, ptrdiff_t first, ptrdiff_t end) {
 
 /* ---- portable kernels ----------------------------------------------------------------------------- */
 
-static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+static void dot_portable(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                         int32_t *tile) {
     (void)rows;
+    (void)columns;
     for (int i = 0; i < GEMM_MR * GEMM_NR; i++) tile[i] = 0;
     for (ptrdiff_t g = 0; g < groups; g++, a += 4, b += GEMM_NR * 4)
         for (int m = 0; m < GEMM_MR; m++)
@@ -297,6 +299,7 @@ typedef struct {
     int b_in_place; /* B is read where it lies (dot_row_major), A packed as A'' (gemm_kernels.h) */
     int int32_sums; /* the tiles' sums (and a row bias) fit in int32: the kernels combine them */
     int int32_direct; /* int32 output, contiguous columns: whole tiles by the kernels' dot_int32 */
+    int requantize_direct; /* 8-bit output, contiguous columns, the estimate usable: whole tiles by dot_requantize */
     int row_sums_needed; /* some zb' is not 0 (else rowsum(A') is multiplied by 0 only: left 0) */
     int a_in_place; /* uint8 A, rows contiguous, K a multiple of 4: full panels (or all) need no copy */
     int per_thread_batches;
@@ -409,15 +412,19 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
         c->kernels->dot_int32(a, lda, b, c->groups, &tile, &c->q);
         return;
     }
+    if (c->requantize_direct && tile.rows == mr && tile.columns == nr) {
+        c->kernels->dot_requantize(a, lda, b, c->groups, &tile, &c->q);
+        return;
+    }
     if (c->int32_sums) {
-        c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, dots);
+        c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, (int)tile.columns, dots);
         finish_tile(c, dots, &tile);
         return;
     }
     int64_t sums[GEMM_MAX_TILE] = {0};
     for (ptrdiff_t g = 0; g < c->groups; g += GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, c->groups - g),
-                        (int)tile.rows, dots);
+                        (int)tile.rows, nr, dots);
         for (int i = 0; i < tile.rows * nr; i++) sums[i] += dots[i];
     }
     store_requantized(sums, &tile, &c->q);
@@ -565,7 +572,7 @@ static void dot_share(const gemm_context *c, ptrdiff_t unit) {
     for (int i = 0; i < mr * nr; i++) sums[i] = 0;
     for (ptrdiff_t g = first; g < end; g += GEMM_CHUNK_GROUPS) {
         c->kernels->dot(a + g * c->kernels->a_group_bytes, lda, b + g * nr * 4, min_size(GEMM_CHUNK_GROUPS, end - g),
-                        rows, dots);
+                        rows, nr, dots);
         for (int i = 0; i < rows * nr; i++) sums[i] += dots[i];
     }
 }
@@ -1096,6 +1103,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
             memset(packed[i].row_sums, 0, sizeof(int32_t) * (size_t)padded_rows(&c));
         c.int32_direct = c.int32_sums && c.kernels->dot_int32 && p->epilogue && p->epilogue->kind == DMLQ_EPILOGUE_INT32 &&
                          p->out_col == (ptrdiff_t)sizeof(int32_t);
+        c.requantize_direct = c.int32_sums && c.kernels->dot_requantize && !p->epilogue && p->out_col == 1 && c.q.estimate;
         c.packed = packed;
         c.packed_ahead = packs_ahead(&c, threads);
         if (c.packed_ahead) {

@@ -70,8 +70,10 @@ static void pack_a_amx(uint8_t *dst, const char *a, ptrdiff_t rows, ptrdiff_t k,
     }
 }
 
-static void dot_amx(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+static void dot_amx(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                    int32_t *tile) {
     (void)rows;
+    (void)columns;
     (void)lda; /* the packed panel's steps are A_STEP_BYTES apart */
     MEMORY_BARRIER();
     _tile_zero(0);

@@ -70,8 +70,10 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t 
     }
 }
 
-static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile) {
+static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                     int32_t *tile) {
     (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
+    (void)columns;
     const ptrdiff_t pairs = 2 * groups;
     switch (rows) {
     case 1: dot_rows(a, b, pairs, tile, 1); break;

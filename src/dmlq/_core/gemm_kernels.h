@@ -69,13 +69,19 @@ typedef struct {
     int b_pair_layout; /* B' panels in pairs of k (see above) */
     int real_rows_only; /* `dot` reads only the real rows of an A' panel: a last, partial one is read in place too */
     /* dot(A', B') of one MR x NR tile over `groups` groups into tile[MR * NR] (row-major); only the
-     * first `rows` rows are real (a kernel may leave the others unwritten). */
-    void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile);
+     * first `rows` rows and `columns` columns are real (a kernel may leave the others unwritten). */
+    void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                int32_t *tile);
     /* Optional: `dot` of a whole MR x NR tile whose sums fit in int32, corrected by the zero-point terms
      * and stored as int32 straight into the tile's output (contiguous int32 columns): the int32
      * epilogue's result (gemm_epilogue.c) without the tile's round trip through memory. */
     void (*dot_int32)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *tile,
                       const gemm_quantization *q);
+    /* Optional: `dot` of a whole MR x NR tile whose sums fit in int32, requantized into its 8-bit output
+     * (contiguous bytes, no epilogue, q->estimate set) straight from the accumulators: `requantize`'s
+     * result without the tile's round trip through memory. */
+    void (*dot_requantize)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *tile,
+                           const gemm_quantization *q);
     /* Optional, for up to `row_major_rows` rows of A with a row-major B read where it lies (see
      * above: A'' and B itself): adds dot(A'', B) over `pairs` pairs of k into tile[rows][panels * NR]
      * (`panels` panels of NR columns side by side from b on, rows b_row apart; A'' as packed by
