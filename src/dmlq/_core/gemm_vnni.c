@@ -313,6 +313,29 @@ static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, cons
     }
 }
 
+/* Row i of a tile, its `blocks` vectors of dot sums (`dots`), corrected and requantized by the estimate
+ * (estimate_row) into its output row (`out`); whether a lane is too near a tie. The column factors
+ * come as the caller's copies (the char stores could alias them). */
+static ALWAYS_INLINE __mmask16 requantize_row(const __m512i *dots, const column_block *column, const __m512 *column_factor,
+                                              const __mmask16 *masks, __mmask64 row_mask, int32_t row_sum,
+                                              int32_t a_zero, float row_factor, double zero_point, uint32_t b_zero,
+                                              const int blocks, const int uniform, const int out_signed, char *out) {
+    const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sum * b_zero));
+    const __m512i sum = _mm512_set1_epi32(row_sum), za = _mm512_set1_epi32(a_zero);
+    const __m512 factor = _mm512_set1_ps(row_factor);
+    __m512i acc[3];
+    __m512 factors[3];
+    for (int j = 0; j < blocks; j++) {
+        acc[j] = corrected_sums(dots[j], &column[j], row_correction, sum, za, uniform);
+        factors[j] = _mm512_mul_ps(factor, column_factor[j]);
+    }
+    __m512i bytes;
+    const __m512i bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_point);
+    const __mmask16 near = estimate_row(acc, factors, masks, bias, blocks, out_signed, &bytes);
+    _mm512_mask_storeu_epi8(out, row_mask, bytes);
+    return near;
+}
+
 /* Rows [first, end) (at most 64) of a tile of `blocks` blocks of columns, its zero points uniform or
  * not and its output signed or not: the flags constant here and what it reads of t and q in locals
  * (the output's char stores could alias them), so the per-vector work is the arithmetic alone. Rows
@@ -337,21 +360,11 @@ static ALWAYS_INLINE void requantize_rows(const int32_t *dot, const gemm_tile *t
     char *const out = t->out;
     __mmask16 near[64]; /* per row, kept apart: a mask's way to a general register is slow */
     for (ptrdiff_t i = first; i < end; i++) {
-        const int32_t *row = dot + i * dot_stride;
-        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[i] * b_zero));
-        const __m512i row_sum = _mm512_set1_epi32(row_sums[i]), za = _mm512_set1_epi32(a_zero[i]);
-        const __m512 row_factor = _mm512_set1_ps(row_factors[i]);
-        __m512i acc[3];
-        __m512 factors[3];
-        for (int j = 0; j < blocks; j++) {
-            acc[j] = corrected_sums(_mm512_load_si512((const void *)(row + 16 * j)), &column[j], row_correction,
-                                    row_sum, za, uniform);
-            factors[j] = _mm512_mul_ps(row_factor, column_factor[j]);
-        }
-        __m512i bytes;
-        const __m512i bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_points[i]);
-        near[i - first] = estimate_row(acc, factors, masks, bias, blocks, out_signed, &bytes);
-        _mm512_mask_storeu_epi8(out + i * out_row, row_mask, bytes);
+        __m512i dots[3];
+        for (int j = 0; j < blocks; j++) dots[j] = _mm512_load_si512((const void *)(dot + i * dot_stride + 16 * j));
+        near[i - first] = requantize_row(dots, column, column_factor, masks, row_mask, row_sums[i], a_zero[i],
+                                         row_factors[i], zero_points[i], b_zero, blocks, uniform, out_signed,
+                                         out + i * out_row);
     }
     for (ptrdiff_t i = first; i < end; i++)
         if (near[i - first]) store_row_exactly(dot + i * dot_stride, column, blocks, t, i, q, 1);
@@ -393,24 +406,14 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
         REQUANTIZE_BLOCKS(1);
 }
 
-/* Row m of a whole tile's sums (dot_tile's accumulators) requantized by the estimate (estimate_row) into
- * its output row, as requantize_rows does with the row read back; `near` marks a row with a lane near
- * a tie. */
+/* Row m of a whole tile's sums (dot_tile's accumulators) through requantize_row, as requantize_rows does
+ * with a row read back; `near` marks a row with a lane near a tie. */
 #define TILE_ROW_ESTIMATE(m)                                                                              \
     {                                                                                                     \
-        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[m] * b_zero));     \
-        const __m512i sum = _mm512_set1_epi32(row_sums[m]), za = _mm512_set1_epi32(a_zero[m]);           \
-        const __m512 row_factor = _mm512_set1_ps(row_factors[m]);                                         \
-        const __m512i acc[3] = {corrected_sums(c##m##0, &column[0], row_correction, sum, za, uniform),   \
-                                corrected_sums(c##m##1, &column[1], row_correction, sum, za, uniform),   \
-                                corrected_sums(c##m##2, &column[2], row_correction, sum, za, uniform)};  \
-        const __m512 factors[3] = {_mm512_mul_ps(row_factor, column[0].factor),                          \
-                                   _mm512_mul_ps(row_factor, column[1].factor),                          \
-                                   _mm512_mul_ps(row_factor, column[2].factor)};                         \
-        const __m512i bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_points[m]);           \
-        __m512i bytes;                                                                                    \
-        if (estimate_row(acc, factors, masks, bias, 3, out_signed, &bytes)) near |= 1u << (m);            \
-        _mm512_mask_storeu_epi8(out + (m) * out_row, row_mask, bytes);                                    \
+        const __m512i dots[3] = {c##m##0, c##m##1, c##m##2};                                             \
+        if (requantize_row(dots, column, column_factor, masks, row_mask, row_sums[m], a_zero[m],         \
+                           row_factors[m], zero_points[m], b_zero, 3, uniform, out_signed, out + (m) * out_row)) \
+            near |= 1u << (m);                                                                            \
     }
 
 /* The rows of a whole tile marked in `near`, exactly (store_row_exactly), from its sums. Apart, with column
@@ -437,6 +440,7 @@ static ALWAYS_INLINE void dot_requantize_rows(const uint8_t *a, ptrdiff_t lda, c
     column_block column[MAX_COLUMN_BLOCKS];
     column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
     const __mmask16 masks[3] = {0xffff, 0xffff, 0xffff};
+    const __m512 column_factor[3] = {column[0].factor, column[1].factor, column[2].factor};
     const __mmask64 row_mask = ((__mmask64)1 << GEMM_NR) - 1;
     const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
     const float *row_factors = q->row_factor + t->m0;
