@@ -349,12 +349,12 @@ def convolve(
 
 
 # Larger geometries for the VNNI kernels' tiles (8 output channels by 48 positions over rows of the
-# padded width), K in chunks, bands of rows on the threads, both phases of a stride of 2 in one pass,
+# padded width), a long K, bands of rows on the threads, both phases of a stride of 2 in one pass,
 # the depthwise kernel's 64 outputs a pass and its groups of 4 taps. x shape, w shape, strides,
 # dilations, start padding, end padding, groups.
 WIDE_GEOMETRIES = [
     ((2, 20, 23, 61), (20, 20, 3, 3), (1, 1), (1, 1), (1, 2), (2, 0), 1),  # 20 channels: a partial panel
-    ((1, 80, 9, 13), (12, 80, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),  # K in chunks
+    ((1, 80, 9, 13), (12, 80, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),  # K of 180 groups of 4
     ((1, 14, 30, 31), (10, 7, 3, 3), (2, 2), (1, 1), (1, 1), (0, 1), 2),  # stride 2 both phases, groups
     ((2, 12, 25, 27), (16, 12, 3, 2), (3, 2), (2, 3), (3, 0), (1, 4), 1),  # strides 3 and 2, dilations
     ((2, 24, 17, 19), (10, 24, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),  # 1 x 1: rows as one run

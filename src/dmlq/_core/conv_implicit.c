@@ -153,18 +153,16 @@ static inline __attribute__((always_inline)) void prefetch_rows(const padded_row
     }
 }
 
-/* Plane rows [0, rows) of a group of channels (channel 0's plane at `channel`) whose first reads input
- * row `i1` (then i1 + sh, ...), strides 1 and 2 of adjacent columns, into the phases' rows at
- * first[fw] (wq dwords apart; NULL: unread). */
-static void fill_rows_vector(const implicit_job *job, const padded_row *line, const char *channel, ptrdiff_t i1,
-                             ptrdiff_t rows, uint32_t *const *first) {
+/* fill_rows_vector's loop, for groups of `channels` channels. */
+static inline __attribute__((always_inline)) void fill_rows_of(const implicit_job *job, padded_row row, ptrdiff_t i1,
+                                                                ptrdiff_t rows, uint32_t *const *first, int channels,
+                                                                ptrdiff_t sw) {
     /* copies of everything the loop reads: its stores could alias the job's and the line's fields */
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t sh = job->sh, sw = job->sw, row_step = sh * p->x_strides[3], wq = job->wq;
+    const ptrdiff_t sh = job->sh, row_step = sh * p->x_strides[3], wq = job->wq;
     const ptrdiff_t height = p->in[1], width = p->in[2];
     uint32_t *even = first[0], *odd = sw == 2 ? first[1] : NULL;
-    padded_row row = *line;
-    for (int j = 0; j < row.channels; j++) row.rows[j] = (const uint8_t *)channel + j * p->x_strides[1] + i1 * p->x_strides[3];
+    row.channels = channels;
     for (ptrdiff_t r = 0; r < rows; r++, i1 += sh) {
         row.inside = i1 >= 0 && i1 < height;
         if (r + PREFETCH_ROWS < rows && i1 + PREFETCH_ROWS * sh < height) prefetch_rows(&row, PREFETCH_ROWS * row_step, width);
@@ -172,8 +170,26 @@ static void fill_rows_vector(const implicit_job *job, const padded_row *line, co
             fill_row_stride1(&row, even + r * wq);
         else
             fill_row_stride2(&row, even ? even + r * wq : NULL, odd ? odd + r * wq : NULL);
-        for (int j = 0; j < row.channels; j++) row.rows[j] += row_step;
+        for (int j = 0; j < channels; j++) row.rows[j] += row_step;
     }
+}
+
+/* Plane rows [0, rows) of a group of channels (channel 0's plane at `channel`) whose first reads input
+ * row `i1` (then i1 + sh, ...), strides 1 and 2 of adjacent columns, into the phases' rows at
+ * first[fw] (wq dwords apart; NULL: unread). A whole group of 4 channels (the usual) gets its own copies
+ * of the loop, for each stride, without the tests of channels beyond the group: the planes took 9.5 %
+ * less time for 3 x 3 / 2 128 -> 128 from 56², 12 % for 3 x 3 64 -> 64 at 56² (Zen 5). */
+static void fill_rows_vector(const implicit_job *job, const padded_row *line, const char *channel, ptrdiff_t i1,
+                             ptrdiff_t rows, uint32_t *const *first) {
+    const dmlq_conv_problem *p = job->p;
+    padded_row row = *line;
+    for (int j = 0; j < row.channels; j++) row.rows[j] = (const uint8_t *)channel + j * p->x_strides[1] + i1 * p->x_strides[3];
+    if (row.channels == 4 && job->sw == 2)
+        fill_rows_of(job, row, i1, rows, first, 4, 2);
+    else if (row.channels == 4)
+        fill_rows_of(job, row, i1, rows, first, 4, 1);
+    else
+        fill_rows_of(job, row, i1, rows, first, row.channels, job->sw);
 }
 
 DMLQ_END_TARGET
