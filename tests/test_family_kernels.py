@@ -435,6 +435,35 @@ def test_convolution_requantization_of_large_values_and_ties(level, rng):
         np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_convolution_power_of_two_factors_beyond_float32_sums(level, depthwise):
+    """A factor of 2**-17: the float32 estimate is exact (ties too) only while |acc| < 2**24. Sums of
+    2**24 + 2**16 + 1 (float32 rounds them to a tie, 128.5) give 129, and 2**24 - 2**16 (an exact
+    tie, 127.5) gives 128."""
+    channels, groups = (2, 2) if depthwise else (32, 1)
+    x = np.full((1, channels, 5, 6), 255, np.uint8)
+    w = np.full((2, channels // groups, 3, 3), 127, np.int8)
+    geometry = (x.shape, w.shape, (1, 1), (1, 1), (0, 0), (0, 0), groups)
+    products = 65025 * 9 * channels // groups  # (255 - 0) (127 + 128) a product
+    bias = np.array([2**24 + 2**16 + 1, 2**24 - 2**16], np.int64) - products
+    one = array(1, np.float32)
+    out, sums = convolve(
+        x,
+        array(0, np.uint8),
+        w,
+        array(-128, np.int8),
+        geometry,
+        np.uint8,
+        one,
+        array(2.0**-17, np.float32),
+        bias.astype(np.int32),
+        one,
+        array(0, np.uint8),
+    )
+    np.testing.assert_array_equal(out[0, :, 0, 0], [129, 128])
+    np.testing.assert_array_equal(out, requantized(sums + per_channel(bias, 4), 2.0**-17, 1, 0, np.uint8))
+
+
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 @pytest.mark.parametrize(
     "types", [(np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8), (np.int8, np.int8)]
