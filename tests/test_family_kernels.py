@@ -349,12 +349,12 @@ def convolve(
 
 
 # Larger geometries for the VNNI kernels' tiles (8 output channels by 48 positions over rows of the
-# padded width), K in chunks, bands of rows on the threads, both phases of a stride of 2 in one pass,
+# padded width), a long K, bands of rows on the threads, both phases of a stride of 2 in one pass,
 # the depthwise kernel's 64 outputs a pass and its groups of 4 taps. x shape, w shape, strides,
 # dilations, start padding, end padding, groups.
 WIDE_GEOMETRIES = [
     ((2, 20, 23, 61), (20, 20, 3, 3), (1, 1), (1, 1), (1, 2), (2, 0), 1),  # 20 channels: a partial panel
-    ((1, 80, 9, 13), (12, 80, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),  # K in chunks
+    ((1, 80, 9, 13), (12, 80, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),  # K of 180 groups of 4
     ((1, 14, 30, 31), (10, 7, 3, 3), (2, 2), (1, 1), (1, 1), (0, 1), 2),  # stride 2 both phases, groups
     ((2, 12, 25, 27), (16, 12, 3, 2), (3, 2), (2, 3), (3, 0), (1, 4), 1),  # strides 3 and 2, dilations
     ((2, 24, 17, 19), (10, 24, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),  # 1 x 1: rows as one run
@@ -433,6 +433,35 @@ def test_convolution_requantization_of_large_values_and_ties(level, rng):
         )
         expected = requantized(sums, per_channel(w_scale.astype(np.float64), 4), 1, zero, y_type)
         np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_convolution_power_of_two_factors_beyond_float32_sums(level, depthwise):
+    """A factor of 2**-17: the float32 estimate is exact (ties too) only while |acc| < 2**24. Sums of
+    2**24 + 2**16 + 1 (float32 rounds them to a tie, 128.5) give 129, and 2**24 - 2**16 (an exact
+    tie, 127.5) gives 128."""
+    channels, groups = (2, 2) if depthwise else (32, 1)
+    x = np.full((1, channels, 5, 6), 255, np.uint8)
+    w = np.full((2, channels // groups, 3, 3), 127, np.int8)
+    geometry = (x.shape, w.shape, (1, 1), (1, 1), (0, 0), (0, 0), groups)
+    products = 65025 * 9 * channels // groups  # (255 - 0) (127 + 128) a product
+    bias = np.array([2**24 + 2**16 + 1, 2**24 - 2**16], np.int64) - products
+    one = array(1, np.float32)
+    out, sums = convolve(
+        x,
+        array(0, np.uint8),
+        w,
+        array(-128, np.int8),
+        geometry,
+        np.uint8,
+        one,
+        array(2.0**-17, np.float32),
+        bias.astype(np.int32),
+        one,
+        array(0, np.uint8),
+    )
+    np.testing.assert_array_equal(out[0, :, 0, 0], [129, 128])
+    np.testing.assert_array_equal(out, requantized(sums + per_channel(bias, 4), 2.0**-17, 1, 0, np.uint8))
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES)

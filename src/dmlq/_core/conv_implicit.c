@@ -25,7 +25,7 @@
 
 #if DMLQ_X86
 
-enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, BAND_BYTES = 1 << 20, L1_BYTES = 32 << 10, MAX_STRIDE = 64 };
+enum { LANES = 16, MR = 8, VECTORS = 3, NR = VECTORS * LANES, BAND_BYTES = 1 << 20, MAX_STRIDE = 64 };
 
 typedef struct {
     uint64_t mask;  /* lanes of a tile */
@@ -39,7 +39,6 @@ typedef struct {
     ptrdiff_t cg, mg, cq, taps, k_groups, m_panels;
     ptrdiff_t band_rows, bands; /* output rows per band (the last may have fewer), bands per image */
     ptrdiff_t sh, sw, hq, wq, plane, phases, q_stride, group_dwords, band_dwords; /* a band's planes, in dwords */
-    ptrdiff_t chunk_groups;    /* groups of 4 k per pass over a tile's panels */
     ptrdiff_t *tap_offsets;    /* [taps]: each tap's dword from the virtual position, in a group's planes */
     uint8_t *phase_used;       /* [phases]: planes that some tap reads */
     int rows_run;              /* one phase, whose inside rows are one run of x's bytes and of a plane's */
@@ -109,7 +108,10 @@ static inline __attribute__((always_inline)) void fill_row_stride1(const padded_
 
 /* A padded row with a stride of 2: 32 pairs of columns at a time, per 128-bit lane of 16 columns the
  * even bytes then the odd ones (vpshufb), interleaved as above: lane L of a part's low and high dwords
- * holds its pairs 8 L .. 8 L + 3 and 8 L + 4 .. 8 L + 7, put in order by permuting quadwords. */
+ * holds its pairs 8 L .. 8 L + 3 and 8 L + 4 .. 8 L + 7, put in order by permuting quadwords. Whole
+ * vectors are stored, up to 31 dwords past the row: into the next row of the plane, filled after this
+ * one, or into the NR dwords past the plane's rows, zeroed after them (fill_planes). Masked stores made
+ * the planes of 3 x 3 / 2 128 -> 128 from 56² 8 % slower (Zen 5). */
 static inline __attribute__((always_inline)) void fill_row_stride2(const padded_row *row, uint32_t *even, uint32_t *odd) {
     const __m512i flips = _mm512_set1_epi32((int)row->flip);
     const __m512i split = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
@@ -129,8 +131,7 @@ static inline __attribute__((always_inline)) void fill_row_stride2(const padded_
             const __m512i dwords[2] = {_mm512_permutex2var_epi64(low, low_order, high),
                                        _mm512_permutex2var_epi64(low, high_order, high)};
             for (int j = 0; j < 2; j++)
-                _mm512_mask_storeu_epi32(outs[part] + v + LANES * j, first_lanes(row->length - v - LANES * j),
-                                         _mm512_xor_si512(dwords[j], flips));
+                _mm512_storeu_si512(outs[part] + v + LANES * j, _mm512_xor_si512(dwords[j], flips));
         }
     }
 }
@@ -152,24 +153,43 @@ static inline __attribute__((always_inline)) void prefetch_rows(const padded_row
     }
 }
 
+/* fill_rows_vector's loop, for groups of `channels` channels. */
+static inline __attribute__((always_inline)) void fill_rows_of(const implicit_job *job, padded_row row, ptrdiff_t i1,
+                                                                ptrdiff_t rows, uint32_t *const *first, int channels,
+                                                                ptrdiff_t sw) {
+    /* copies of everything the loop reads: its stores could alias the job's and the line's fields */
+    const dmlq_conv_problem *p = job->p;
+    const ptrdiff_t sh = job->sh, row_step = sh * p->x_strides[3], wq = job->wq;
+    const ptrdiff_t height = p->in[1], width = p->in[2];
+    uint32_t *even = first[0], *odd = sw == 2 ? first[1] : NULL;
+    row.channels = channels;
+    for (ptrdiff_t r = 0; r < rows; r++, i1 += sh) {
+        row.inside = i1 >= 0 && i1 < height;
+        if (r + PREFETCH_ROWS < rows && i1 + PREFETCH_ROWS * sh < height) prefetch_rows(&row, PREFETCH_ROWS * row_step, width);
+        if (sw == 1)
+            fill_row_stride1(&row, even + r * wq);
+        else
+            fill_row_stride2(&row, even ? even + r * wq : NULL, odd ? odd + r * wq : NULL);
+        for (int j = 0; j < channels; j++) row.rows[j] += row_step;
+    }
+}
+
 /* Plane rows [0, rows) of a group of channels (channel 0's plane at `channel`) whose first reads input
  * row `i1` (then i1 + sh, ...), strides 1 and 2 of adjacent columns, into the phases' rows at
- * first[fw] (wq dwords apart; NULL: unread). */
-static void fill_rows_vector(const implicit_job *job, padded_row *line, const char *channel, ptrdiff_t i1, ptrdiff_t rows,
-                             uint32_t *const *first) {
+ * first[fw] (wq dwords apart; NULL: unread). A whole group of 4 channels (the usual) gets its own copies
+ * of the loop, for each stride, without the tests of channels beyond the group: the planes took 9.5 %
+ * less time for 3 x 3 / 2 128 -> 128 from 56², 12 % for 3 x 3 64 -> 64 at 56² (Zen 5). */
+static void fill_rows_vector(const implicit_job *job, const padded_row *line, const char *channel, ptrdiff_t i1,
+                             ptrdiff_t rows, uint32_t *const *first) {
     const dmlq_conv_problem *p = job->p;
-    const ptrdiff_t row_step = job->sh * p->x_strides[3], wq = job->wq;
-    for (int j = 0; j < line->channels; j++) line->rows[j] = (const uint8_t *)channel + j * p->x_strides[1] + i1 * p->x_strides[3];
-    for (ptrdiff_t r = 0; r < rows; r++, i1 += job->sh) {
-        line->inside = i1 >= 0 && i1 < p->in[1];
-        if (r + PREFETCH_ROWS < rows && i1 + PREFETCH_ROWS * job->sh < p->in[1])
-            prefetch_rows(line, PREFETCH_ROWS * row_step, p->in[2]);
-        if (job->sw == 1)
-            fill_row_stride1(line, first[0] + r * wq);
-        else
-            fill_row_stride2(line, first[0] ? first[0] + r * wq : NULL, first[1] ? first[1] + r * wq : NULL);
-        for (int j = 0; j < line->channels; j++) line->rows[j] += row_step;
-    }
+    padded_row row = *line;
+    for (int j = 0; j < row.channels; j++) row.rows[j] = (const uint8_t *)channel + j * p->x_strides[1] + i1 * p->x_strides[3];
+    if (row.channels == 4 && job->sw == 2)
+        fill_rows_of(job, row, i1, rows, first, 4, 2);
+    else if (row.channels == 4)
+        fill_rows_of(job, row, i1, rows, first, 4, 1);
+    else
+        fill_rows_of(job, row, i1, rows, first, row.channels, job->sw);
 }
 
 DMLQ_END_TARGET
@@ -342,12 +362,17 @@ static void store_tile(const implicit_job *job, ptrdiff_t m0, ptrdiff_t rows, co
 }
 
 /* Tile `tile` of group g of a band of an image (output rows [row, row + rows), its planes of group g
- * at `planes`, the image's output at y): every panel of MR output channels, K in chunks whose planes'
- * bytes stay in L1 while every panel reads them, the sums of the chunks before the last kept in
- * `partials` (a tile's of every panel). */
+ * at `planes`, the image's output at y): every panel of MR output channels over all of K. K is not cut
+ * into chunks whose planes stay in L1: the planes' 3 lines per 24 vpdpbusd (12 cycles) come from L2
+ * fast enough, and the sums' round trips between chunks cost more (Zen 5, 1 thread, avx512_vnni,
+ * thread CPU time, K in 1 chunk against the 3 of a 32 KiB L1 budget: 3 x 3 / 2 128 -> 128 from 56²
+ * batch 8 2.23 -> 2.17 ms, batch 1 0.280 -> 0.273; against 4 chunks, 3 x 3 256 -> 256 at 28² batch 8
+ * 8.69 -> 8.44; 3 x 3 512 -> 512 at 14², 221 KB of planes a tile, 9.23 -> 9.19). The sums reach
+ * store_tile through `dots`: handed over as the accumulators' array instead, GCC 12's code took 4-14 %
+ * longer on 1 x 1 256 -> 64 and 3 x 3 64 -> 64. */
 static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdiff_t g, ptrdiff_t row, ptrdiff_t rows,
-                         ptrdiff_t tile, char *y, int32_t *partials) {
-    const ptrdiff_t v0 = tile * NR, k_groups = job->k_groups;
+                         ptrdiff_t tile, char *y) {
+    const ptrdiff_t v0 = tile * NR;
     segment segments[NR + 1];
     const int count = tile_segments(job, row, rows, v0, segments);
     uint64_t valid = 0;
@@ -356,50 +381,37 @@ static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdif
     if (job->out.any_w_zero) window_sums(job, planes + v0, window);
     const uint32_t *base = planes + v0;
     const ptrdiff_t cq = job->cq, q_stride = job->q_stride;
-    _Alignas(64) int32_t local[MR * NR];
-    for (ptrdiff_t k0 = 0; k0 < k_groups; k0 += job->chunk_groups) {
-        const ptrdiff_t k1 = smaller(k0 + job->chunk_groups, k_groups);
-        for (ptrdiff_t mp = 0; mp < job->m_panels; mp++) {
-            const ptrdiff_t m0 = g * job->mg + mp * MR, rows = smaller(job->mg - mp * MR, MR);
-            int32_t *dots = job->chunk_groups < k_groups ? partials + mp * MR * NR : local;
-            __m512i acc[MR][VECTORS];
-            for (int r = 0; r < MR; r++)
-                for (int j = 0; j < VECTORS; j++)
-                    acc[r][j] = k0 ? _mm512_load_si512((const void *)(dots + r * NR + LANES * j))
-                                   : _mm512_set1_epi32(r < rows ? job->out.channels[m0 + r].constant : 0);
-            const int32_t *w = job->filter->a + ((g * job->m_panels + mp) * k_groups + k0) * MR;
-            for (ptrdiff_t t = k0 / cq; t * cq < k1; t++) { /* the chunk's groups of tap t: q in [q0, q1) */
-                const ptrdiff_t q0 = t * cq < k0 ? k0 - t * cq : 0, q1 = smaller(cq, k1 - t * cq);
-                const uint32_t *b = base + job->tap_offsets[t] + q0 * q_stride;
-                for (ptrdiff_t q = q0; q < q1; q++, b += q_stride, w += MR) {
-                    const __m512i x0 = _mm512_loadu_si512((const void *)b);
-                    const __m512i x1 = _mm512_loadu_si512((const void *)(b + LANES));
-                    const __m512i x2 = _mm512_loadu_si512((const void *)(b + 2 * LANES));
-                    for (int r = 0; r < MR; r++) {
-                        const __m512i wr = _mm512_set1_epi32(w[r]); /* one load for 3 products: loads bind */
-                        acc[r][0] = conv_dpbusd_vector(acc[r][0], x0, wr);
-                        acc[r][1] = conv_dpbusd_vector(acc[r][1], x1, wr);
-                        acc[r][2] = conv_dpbusd_vector(acc[r][2], x2, wr);
-                    }
+    for (ptrdiff_t mp = 0; mp < job->m_panels; mp++) {
+        const ptrdiff_t m0 = g * job->mg + mp * MR, panel_rows = smaller(job->mg - mp * MR, MR);
+        __m512i acc[MR][VECTORS];
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < VECTORS; j++)
+                acc[r][j] = _mm512_set1_epi32(r < panel_rows ? job->out.channels[m0 + r].constant : 0);
+        const int32_t *w = job->filter->a + (g * job->m_panels + mp) * job->k_groups * MR;
+        for (ptrdiff_t t = 0; t < job->taps; t++) {
+            const uint32_t *b = base + job->tap_offsets[t];
+            for (ptrdiff_t q = 0; q < cq; q++, b += q_stride, w += MR) {
+                const __m512i x0 = _mm512_loadu_si512((const void *)b);
+                const __m512i x1 = _mm512_loadu_si512((const void *)(b + LANES));
+                const __m512i x2 = _mm512_loadu_si512((const void *)(b + 2 * LANES));
+                for (int r = 0; r < MR; r++) {
+                    const __m512i wr = _mm512_set1_epi32(w[r]); /* one load for 3 products: loads bind */
+                    acc[r][0] = conv_dpbusd_vector(acc[r][0], x0, wr);
+                    acc[r][1] = conv_dpbusd_vector(acc[r][1], x1, wr);
+                    acc[r][2] = conv_dpbusd_vector(acc[r][2], x2, wr);
                 }
             }
-            for (int r = 0; r < MR; r++)
-                for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(dots + r * NR + LANES * j), acc[r][j]);
-            if (k1 == k_groups) store_tile(job, m0, rows, dots, window, segments, count, valid, y);
         }
+        _Alignas(64) int32_t dots[MR * NR];
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < VECTORS; j++) _mm512_store_si512((void *)(dots + r * NR + LANES * j), acc[r][j]);
+        store_tile(job, m0, panel_rows, dots, window, segments, count, valid, y);
     }
 }
 
 DMLQ_END_TARGET
 
 /* ---- the work on threads ------------------------------------------------------------------------ */
-
-/* A thread's sums of a tile's panels between chunks of K (compute_tile), 64-byte aligned; a dummy
- * where K is one chunk. */
-static int32_t *partial_sums(const implicit_job *job) {
-    const ptrdiff_t panels = job->chunk_groups < job->k_groups ? job->m_panels : 1;
-    return dmlq_allocate(sizeof(int32_t) * (size_t)(panels * MR * NR));
-}
 
 /* Units of work: a band of an image, its planes (in the thread's own memory), then its tiles.
  * Measured slower (3 x 3 / 2 128 -> 128 from 56², Zen 5, 2 threads, avx512_vnni, 2026-11-27): an
@@ -413,8 +425,6 @@ static void bands_task(void *context, int thread, int threads) {
     implicit_job *job = context;
     const dmlq_conv_problem *p = job->p;
     uint32_t *planes = job->planes + thread * job->band_dwords;
-    int32_t *partials = partial_sums(job);
-    if (!partials) return; /* another thread does the work; the caller checks that it was done */
     for (ptrdiff_t unit = dmlq_claim(&job->next); unit < p->batches * job->bands; unit = dmlq_claim(&job->next)) {
         const ptrdiff_t image = unit / job->bands, row = unit % job->bands * job->band_rows;
         const ptrdiff_t rows = smaller(p->out[1] - row, job->band_rows);
@@ -423,10 +433,8 @@ static void bands_task(void *context, int thread, int threads) {
                 fill_planes(job, image, row, plane_rows(job, rows), g, q, planes + g * job->group_dwords + q * job->q_stride);
         for (ptrdiff_t g = 0; g < p->groups; g++)
             for (ptrdiff_t tile = 0; tile < tiles_of(job, rows); tile++)
-                compute_tile(job, planes + g * job->group_dwords, g, row, rows, tile, p->y + image * p->y_strides[0],
-                             partials);
+                compute_tile(job, planes + g * job->group_dwords, g, row, rows, tile, p->y + image * p->y_strides[0]);
     }
-    dmlq_release(partials);
 }
 
 /* ---- the filter -------------------------------------------------------------------------------- */
@@ -589,9 +597,6 @@ static void plan(implicit_job *job, int threads) {
     job->x_flip = p->x_signed ? 0x80808080u : 0;
     job->rows_run = job->phases == 1 && p->start[2] == 0 && p->in[2] == job->wq && p->x_strides[4] == 1 &&
                     p->x_strides[3] == job->wq;
-    /* a chunk's planes bytes and a panel's filter bytes within L1_BYTES */
-    const ptrdiff_t chunks = (job->k_groups * (NR + MR) * 4 + L1_BYTES - 1) / L1_BYTES;
-    job->chunk_groups = (job->k_groups + chunks - 1) / chunks;
     dmlq_one_run(p->out, p->y_strides + 2, DMLQ_CONV_DIMS, &job->y_col);
     job->y_size = p->y_type == DMLQ_I32 ? 4 : 1;
     if (job->y_col == 0) job->y_col = job->y_size; /* one position: any step */
@@ -610,10 +615,7 @@ int dmlq_conv_implicit(const dmlq_conv_problem *p, int threads) {
     }
     if (!status) job.planes = dmlq_gemm_workspace_take(sizeof(uint32_t) * (size_t)(threads * job.band_dwords), &kept);
     if (!status && !job.planes) status = -1;
-    if (!status) {
-        dmlq_parallel(bands_task, &job, threads);
-        if (job.next < p->batches * job.bands) status = -1; /* no thread found memory for its partial sums */
-    }
+    if (!status) dmlq_parallel(bands_task, &job, threads);
     conv_output_free(&job.out);
     dmlq_conv_free_filter(&own);
     if (job.planes) dmlq_gemm_workspace_give(job.planes, kept);

@@ -9,6 +9,12 @@ static int estimable(float factor, double bound) {
     return magnitude >= 0x1p-60 && magnitude <= 0x1p60 && bound * magnitude < 0x1p30;
 }
 
+/* Whether a (finite, nonzero) value is a power of two, of either sign. */
+static int power_of_two(double value) {
+    int exponent;
+    return isfinite(value) && fabs(frexp(value, &exponent)) == 0.5;
+}
+
 int conv_output_init(conv_output *o, const dmlq_conv_problem *p, const int32_t *weight_sums, ptrdiff_t k) {
     const ptrdiff_t m_count = p->out_channels;
     memset(o, 0, sizeof *o);
@@ -35,6 +41,7 @@ int conv_output_init(conv_output *o, const dmlq_conv_problem *p, const int32_t *
         const double scale = o->x_scale * c->w_scale;
         c->factor = (float)(o->reciprocal ? scale * o->divisor : scale / o->divisor);
         c->estimable = estimable(c->factor, (double)k * 65025.0 + fabs((double)bias));
+        c->exact = c->estimable && power_of_two(scale) && power_of_two(o->divisor);
     }
     return 0;
 }

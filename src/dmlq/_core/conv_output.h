@@ -15,7 +15,11 @@
  * a lane whose y is within 2**-11 of a half-integer, and every lane of a channel whose factor is not
  * normal within [2**-60, 2**60] or whose sums could reach |y| >= 2**30, takes dmlq_requantize_one
  * itself. Otherwise round(y) + y_zp saturated to 8 bits is the reference's value (beyond |y| > 1024
- * both saturate whatever the zero point).
+ * both saturate whatever the zero point). Where x_scale w_scale and the divisor are powers of two
+ * ("exact" channels), the reference's products and quotient are exact, and so is y for |acc| < 2**24
+ * (float32(acc) exact): y is the reference's value itself, its ties rounded half to even alike, and
+ * only lanes with |acc| >= 2**24 take dmlq_requantize_one (about 1 lane in 1,000 of the scalar route
+ * otherwise, on exact ties: depthwise 3 x 3 over 32 channels at 112², Zen 5, 10 % of the call).
  */
 #ifndef DMLQ_CONV_OUTPUT_H
 #define DMLQ_CONV_OUTPUT_H
@@ -27,6 +31,7 @@ typedef struct {
     int32_t w_zero;   /* w_zp': its products with sum x' are subtracted */
     float factor;     /* the requantization's float32 estimate factor */
     int estimable;    /* every sum of the channel may take the estimate */
+    int exact;        /* estimable, and the estimate is the reference's value wherever |acc| < 2**24 */
     double w_scale;
 } conv_channel;
 
@@ -84,8 +89,12 @@ static inline __m512i conv_requantize(const conv_output *o, ptrdiff_t m, const _
             continue;
         }
         const __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[j]), factor);
-        const __m512 fraction = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        near[j] = _mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_NLT_UQ);
+        if (c->exact) { /* |INT32_MIN| stays 2**31 as unsigned */
+            near[j] = _mm512_cmp_epu32_mask(_mm512_abs_epi32(acc[j]), _mm512_set1_epi32(1 << 24), _MM_CMPINT_NLT);
+        } else {
+            const __m512 fraction = _mm512_reduce_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            near[j] = _mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_NLT_UQ);
+        }
         any |= near[j];
         values[j] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
                                      zero_point);
