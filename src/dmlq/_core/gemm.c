@@ -508,6 +508,12 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
     }
 }
 
+/* Tiles of A panel m with the packed B panels [first, end), panel `first` at b and the others after it. */
+static void compute_tiles(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
+                          ptrdiff_t first, ptrdiff_t end, const int8_t *b) {
+    for (ptrdiff_t n = first; n < end; n++, b += c->b_panel_bytes) compute_tile(c, pk, batch, m, n, b);
+}
+
 /* Tiles of A panel m with the B panels [nb, min(nb + block, n_end)): a block of B panels stays in
  * L2 while the A panels pass through it. */
 static void compute_block(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
@@ -516,8 +522,7 @@ static void compute_block(const gemm_context *c, const packed_operands *pk, ptrd
     if (c->b_in_place)
         compute_row_major(c, pk, batch, nb, end);
     else
-        for (ptrdiff_t n = nb; n < end; n++)
-            compute_tile(c, pk, batch, m, n, b_panels(c, pk, batch) + n * c->b_panel_bytes);
+        compute_tiles(c, pk, batch, m, nb, end, b_panels(c, pk, batch) + nb * c->b_panel_bytes);
 }
 
 /* A large B packed whole before its tiles goes to memory and is read back from there; instead (one batch,
@@ -548,10 +553,10 @@ static void pack_and_compute_chunk(const gemm_context *c, int thread, ptrdiff_t 
                              p->b_row, p->b_col, b_flip(p->b_signed), panels, c->b_panel_bytes,
                              pk->column_sums + nb * nr};
     pack_b_chunk(&chunk, 0, end - nb);
-    for (ptrdiff_t first = nb; first < end; first += block_panels(c))
+    const ptrdiff_t block = block_panels(c);
+    for (ptrdiff_t first = nb; first < end; first += block)
         for (ptrdiff_t m = 0; m < c->m_panels; m++)
-            for (ptrdiff_t n = first; n < min_size(first + block_panels(c), end); n++)
-                compute_tile(c, pk, 0, m, n, panels + (n - nb) * c->b_panel_bytes);
+            compute_tiles(c, pk, 0, m, first, min_size(first + block, end), panels + (first - nb) * c->b_panel_bytes);
 }
 
 /* A few rows against fewer B panels than threads would leave threads idle: instead every panel's
