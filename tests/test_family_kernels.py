@@ -865,6 +865,20 @@ def test_dynamic_quantize_linear_against_the_reference(level, rng, threads, dtyp
     assert scale == expected_scale and zero_point == expected_zero
 
 
+def test_dynamic_quantize_linear_in_larger_pieces(rng, threads):
+    """Beyond 256 pieces of 2^15 values, the pieces grow (their count is bounded): still every value,
+    each thread first quantizing the pieces it read for the range."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    x = rng.uniform(-8, 127 / 16, 256 * 2**15 + 4_097).astype(np.float32)
+    x[-1], x[0] = -8, 127 / 16
+    out = np.empty(x.size, np.int8)
+    scale, zero_point = dynamic_quantize_linear(x, out, False)
+    y, expected_scale, expected_zero = reference(x, np.int8)
+    np.testing.assert_array_equal(out, y)
+    assert scale == expected_scale and zero_point == expected_zero
+
+
 @pytest.mark.parametrize("size", [1, 15, 16, 64, 79, 200])
 def test_dynamic_quantize_linear_from_every_alignment(level, rng, size):
     """The passes start with the values before a 64-byte boundary: data from each 4-byte offset of one,

@@ -1,19 +1,28 @@
-/* Dynamic quantization's range (family.h): the smallest and largest values, NaN when one is NaN (as
- * NumPy's min and max), in one pass on the threads. Rows are split into pieces that threads claim one
- * at a time; each thread keeps its own extremes and whether it met a NaN, combined at the end. A
- * comparison with NaN is false, so x < lo ? x : lo passes NaN over, as vminps(x, lo) does (it returns
- * its second operand when either is NaN): NaN is looked for apart, by x != x. */
+/* Dynamic quantization (family.h): the range of the values, the scale and zero point ONNX computes
+ * from it, and the quantization, each pass on the threads.
+ *
+ * The range: the smallest and largest values, NaN when one is NaN (as NumPy's min and max). Rows are
+ * split into pieces that threads claim one at a time; each thread keeps its own extremes and whether
+ * it met a NaN, combined at the end. A comparison with NaN is false, so x < lo ? x : lo passes NaN
+ * over, as vminps(x, lo) does (it returns its second operand when either is NaN): NaN is looked for
+ * apart, by x != x.
+ *
+ * The quantization reads the values a second time. Each thread first quantizes the pieces it read for
+ * the range, last read first: those are still in its L2 cache (1 MiB a core on Zen 5, where [1024, 768]
+ * float32 is 1.5 MiB a thread), then takes any piece left, first piece first. In that order, a
+ * [1024, 768] call took 61 instead of 71 us at 1 thread and 32 instead of 36.5 at 2 (Zen 5, AVX-512). */
 #include <math.h>
 
 #include "family.h"
 
-enum { PIECE = 1 << 15, MAX_RANGE_THREADS = 256 };
+enum { PIECE = 1 << 15, MAX_RANGE_THREADS = 256, MAX_PIECES = 256 };
 
 typedef struct {
     const char *data;
     int type;
     const ptrdiff_t *offsets;
-    ptrdiff_t rows, length, stride, pieces_per_row, next;
+    ptrdiff_t rows, length, stride, piece, pieces_per_row, next;
+    unsigned char *reader; /* NULL, or per piece the thread that read it */
     float lo[MAX_RANGE_THREADS], hi[MAX_RANGE_THREADS];
     int nan[MAX_RANGE_THREADS];
 } range_job;
@@ -126,8 +135,9 @@ static void range_task(void *context, int thread, int threads) {
     int nan = 0;
     const ptrdiff_t units = job->rows * job->pieces_per_row;
     for (ptrdiff_t unit = dmlq_claim(&job->next); unit < units; unit = dmlq_claim(&job->next)) {
-        const ptrdiff_t row = unit / job->pieces_per_row, first = unit % job->pieces_per_row * PIECE;
-        const ptrdiff_t count = job->length - first < PIECE ? job->length - first : PIECE;
+        const ptrdiff_t row = unit / job->pieces_per_row, first = unit % job->pieces_per_row * job->piece;
+        const ptrdiff_t count = job->length - first < job->piece ? job->length - first : job->piece;
+        if (job->reader) job->reader[unit] = (unsigned char)thread;
         range_of(job->data + job->offsets[row] + first * job->stride, job->type, count, job->stride, &lo, &hi, &nan);
     }
     job->lo[thread] = lo;
@@ -135,21 +145,35 @@ static void range_task(void *context, int thread, int threads) {
     job->nan[thread] = nan;
 }
 
-void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
-                      ptrdiff_t stride, float *lo, float *hi, int threads) {
+/* The range of job's values, its pieces claimed by `threads` threads. */
+static void range_in_pieces(range_job *job, int threads, float *lo, float *hi) {
     if (threads > MAX_RANGE_THREADS) threads = MAX_RANGE_THREADS;
-    if (rows * length < 4 * PIECE) threads = 1;
-    range_job job = {data, type, offsets, rows, length, stride, (length + PIECE - 1) / PIECE, 0};
-    for (int t = 0; t < threads; t++) job.lo[t] = INFINITY, job.hi[t] = -INFINITY, job.nan[t] = 0;
-    if (length > 0) dmlq_parallel(range_task, &job, threads);
+    if (job->rows * job->length < 4 * PIECE) threads = 1;
+    for (int t = 0; t < threads; t++) job->lo[t] = INFINITY, job->hi[t] = -INFINITY, job->nan[t] = 0;
+    if (job->length > 0) dmlq_parallel(range_task, job, threads);
     *lo = INFINITY, *hi = -INFINITY;
     int nan = 0;
     for (int t = 0; t < threads; t++) {
-        *lo = job.lo[t] < *lo ? job.lo[t] : *lo;
-        *hi = job.hi[t] > *hi ? job.hi[t] : *hi;
-        nan |= job.nan[t];
+        *lo = job->lo[t] < *lo ? job->lo[t] : *lo;
+        *hi = job->hi[t] > *hi ? job->hi[t] : *hi;
+        nan |= job->nan[t];
     }
     if (nan) *lo = *hi = NAN;
+}
+
+void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
+                      ptrdiff_t stride, float *lo, float *hi, int threads) {
+    range_job job = {data, type, offsets, rows, length, stride, PIECE, (length + PIECE - 1) / PIECE, 0, NULL};
+    range_in_pieces(&job, threads, lo, hi);
+}
+
+void dmlq_dynamic_parameters(float lo, float hi, int is_signed, float *scale, int32_t *zero_point) {
+    const float qmin = is_signed ? -128.0f : 0.0f, qmax = is_signed ? 127.0f : 255.0f;
+    /* as np.minimum(0, min(x)) and np.maximum(0, max(x)): NaN stays NaN; +inf, -inf (no values) give 0, 0 */
+    const float rmin = lo != lo ? lo : lo < 0.0f ? lo : 0.0f, rmax = hi != hi ? hi : hi > 0.0f ? hi : 0.0f;
+    *scale = (rmax == rmin ? 1.0f : rmax - rmin) / (qmax - qmin);
+    const float zero = nearbyintf(qmin - rmin / *scale);
+    *zero_point = (int32_t)(zero != zero ? 0.0f : zero < qmin ? qmin : zero > qmax ? qmax : zero);
 }
 
 /* ---- the quantization, at the AVX-512 levels --------------------------------------------------- */
@@ -157,7 +181,9 @@ void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrd
 typedef struct {
     const float *x;
     uint8_t *out;
-    ptrdiff_t count, pieces, next;
+    ptrdiff_t count, piece, pieces;
+    const unsigned char *reader; /* per piece the thread that read it for the range */
+    long taken[MAX_PIECES];
     float divisor; /* the scale, or 1 / scale with `reciprocal` */
     int32_t zero_point;
     int is_signed, reciprocal;
@@ -212,26 +238,41 @@ static void quantize_piece(const quantize_job *job, const float *x, uint8_t *out
 DMLQ_END_TARGET
 #endif
 
-static void quantize_task(void *context, int thread, int threads) {
-    (void)thread, (void)threads;
-    quantize_job *job = context;
-    for (ptrdiff_t unit = dmlq_claim(&job->next); unit < job->pieces; unit = dmlq_claim(&job->next)) {
-        const ptrdiff_t first = unit * PIECE, count = job->count - first < PIECE ? job->count - first : PIECE;
+static void quantize_unit(quantize_job *job, ptrdiff_t unit) {
+    const ptrdiff_t first = unit * job->piece, count = job->count - first < job->piece ? job->count - first : job->piece;
 #if DMLQ_X86
-        quantize_piece(job, job->x + first, job->out + first, count);
+    quantize_piece(job, job->x + first, job->out + first, count);
 #else
-        (void)count; /* never reached: dmlq_dynamic_quantize declines without x86 */
+    (void)count; /* never reached: dmlq_dynamic_quantize_linear declines without x86 */
 #endif
-    }
+}
+
+static void quantize_task(void *context, int thread, int threads) {
+    (void)threads;
+    quantize_job *job = context;
+    for (ptrdiff_t unit = job->pieces - 1; unit >= 0; unit--)
+        if (job->reader[unit] == thread && dmlq_take_flag(&job->taken[unit])) quantize_unit(job, unit);
+    for (ptrdiff_t unit = 0; unit < job->pieces; unit++)
+        if (dmlq_take_flag(&job->taken[unit])) quantize_unit(job, unit);
 }
 
 static int is_normal(float value) { return fabsf(value) >= 0x1p-126f && fabsf(value) <= 0x1.fffffep127f; }
 
-int dmlq_dynamic_quantize(const float *x, ptrdiff_t count, float scale, int32_t zero_point, int is_signed,
-                          int reciprocal, uint8_t *out, int threads) {
-    const float inverse = 1.0f / scale;
-    if (!DMLQ_X86 || dmlq_level() < DMLQ_LEVEL_AVX512 || !is_normal(scale) || !is_normal(inverse)) return 0;
-    quantize_job job = {x, out, count, (count + PIECE - 1) / PIECE, 0, reciprocal ? inverse : scale, zero_point,
+int dmlq_dynamic_quantize_linear(const float *x, ptrdiff_t count, int is_signed, int reciprocal, uint8_t *out,
+                                 int threads, float *scale, int32_t *zero_point) {
+    /* whole 64-value groups a piece, at most MAX_PIECES pieces */
+    const ptrdiff_t least = (count + MAX_PIECES - 1) / MAX_PIECES, piece = least < PIECE ? PIECE : (least + 63) / 64 * 64;
+    const ptrdiff_t pieces = (count + piece - 1) / piece, offset = 0;
+    unsigned char reader[MAX_PIECES];
+    range_job range = {(const char *)x, DMLQ_F32, &offset, 1, count, 4, piece, pieces, 0, reader};
+    float lo, hi;
+    range_in_pieces(&range, threads, &lo, &hi);
+    dmlq_dynamic_parameters(lo, hi, is_signed, scale, zero_point);
+    const float inverse = 1.0f / *scale;
+    if (!DMLQ_X86 || dmlq_level() < DMLQ_LEVEL_AVX512 || !isfinite(lo) || !isfinite(hi) || !is_normal(*scale) ||
+        !is_normal(inverse))
+        return 0;
+    quantize_job job = {x, out, count, piece, pieces, reader, {0}, reciprocal ? inverse : *scale, *zero_point,
                         is_signed, reciprocal};
     dmlq_parallel(quantize_task, &job, count < 4 * PIECE ? 1 : threads);
     return 1;

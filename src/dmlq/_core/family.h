@@ -156,7 +156,7 @@ typedef struct {
 
 void dmlq_average_pool(const dmlq_pool_problem *p, int threads);
 
-/* ---- dynamic quantization's range (dynamic_quantize.c) ------------------------------------------ */
+/* ---- dynamic quantization (dynamic_quantize.c) ------------------------------------------------- */
 
 /* The smallest and largest of float32 or float16 (`type`) values, rows of `length` values `stride` bytes
  * apart (row r at data + offsets[r]): NaN and NaN when one is NaN (as NumPy's min and max); +inf and
@@ -164,11 +164,18 @@ void dmlq_average_pool(const dmlq_pool_problem *p, int threads);
 void dmlq_value_range(const char *data, int type, const ptrdiff_t *offsets, ptrdiff_t rows, ptrdiff_t length,
                       ptrdiff_t stride, float *lo, float *hi, int threads);
 
-/* The quantization of `count` contiguous float32 values x within the range [rmin, rmax] their
- * DYNAMIC_QUANTIZE_LINEAR scale and zero point come from (finite: no NaN, no infinity), into `count`
- * bytes: clamp(round(x / scale) + zero_point) (x * (1 / scale) with `reciprocal`), as the element-wise
- * quantize gives it. 1 when done; 0 where the level or a scale that is not normal leaves it to that. */
-int dmlq_dynamic_quantize(const float *x, ptrdiff_t count, float scale, int32_t zero_point, int is_signed,
-                          int reciprocal, uint8_t *out, int threads);
+/* DYNAMIC_QUANTIZE_LINEAR's scale and zero point from the values' range [lo, hi], in float32 as ONNX
+ * defines them (dmlq.reference.dynamic_quantize_linear): the range widened to include 0, scale =
+ * (rmax - rmin) / (qmax - qmin) (1 / (qmax - qmin) for an empty or all-0 range), the zero point
+ * qmin - rmin / scale rounded half to even and saturated; NaN in the range gives scale NaN, zero point 0. */
+void dmlq_dynamic_parameters(float lo, float hi, int is_signed, float *scale, int32_t *zero_point);
+
+/* DYNAMIC_QUANTIZE_LINEAR of `count` contiguous float32 values x: *scale and *zero_point from their
+ * range, always; and 1 when it also wrote their quantization into `count` bytes, clamp(round(x / scale)
+ * + zero_point) (x * (1 / scale) with `reciprocal`) as the element-wise quantize gives it. 0 where the
+ * level, a value that is not finite or a scale that is not normal leaves that to the element-wise
+ * quantize. */
+int dmlq_dynamic_quantize_linear(const float *x, ptrdiff_t count, int is_signed, int reciprocal, uint8_t *out,
+                                 int threads, float *scale, int32_t *zero_point);
 
 #endif

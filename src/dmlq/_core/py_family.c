@@ -431,7 +431,7 @@ static PyObject *value_range(PyObject *self, PyObject *arg) {
     return Py_BuildValue("dd", (double)lo, (double)hi);
 }
 
-/* Whether dmlq_dynamic_quantize can write the quantization of x into out: float32 x and uint8 (int8
+/* Whether dmlq_dynamic_quantize_linear can write the quantization of x into out: float32 x and uint8 (int8
  * when is_signed) out, both C-contiguous, of one size, apart. 0 or 1, or -1 with an exception set. */
 static int quantizable(PyObject *x_object, PyObject *out_object, int is_signed) {
     PyArrayObject *x = dmlq_py_as_array(x_object, "x", 0), *out = x ? dmlq_py_as_array(out_object, "out", 0) : NULL;
@@ -444,33 +444,30 @@ static int quantizable(PyObject *x_object, PyObject *out_object, int is_signed) 
     return overlap == 0;
 }
 
-/* DYNAMIC_QUANTIZE_LINEAR's scale and zero point from the range, in float32 as ONNX defines them (see
- * dmlq.kernels.dynamic_quantize_linear, their Python statement); with `out`, the quantization of x into
- * it where dmlq_dynamic_quantize takes them (quantizable, x finite). */
+/* DYNAMIC_QUANTIZE_LINEAR's scale and zero point (dmlq_dynamic_parameters); with `out`, the quantization
+ * of x into it where dmlq_dynamic_quantize_linear takes them (quantizable, x finite). */
 static PyObject *dynamic_quantization(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *x, *out = Py_None;
-    int is_signed, reciprocal = 0;
-    float lo, hi;
+    int is_signed, reciprocal = 0, quantized = 0;
+    float scale;
+    int32_t zero_point;
     if (!PyArg_ParseTuple(args, "Op|Op", &x, &is_signed, &out, &reciprocal)) return NULL;
     const int fits = out == Py_None ? 0 : quantizable(x, out, is_signed);
-    if (fits < 0 || range_of(x, &lo, &hi) < 0) return NULL;
-    const float qmin = is_signed ? -128.0f : 0.0f, qmax = is_signed ? 127.0f : 255.0f;
-    /* as np.minimum(0, min(x)) and np.maximum(0, max(x)): NaN stays NaN; +inf, -inf (no values) give 0, 0 */
-    const float rmin = lo != lo ? lo : lo < 0.0f ? lo : 0.0f, rmax = hi != hi ? hi : hi > 0.0f ? hi : 0.0f;
-    const float scale = (rmax == rmin ? 1.0f : rmax - rmin) / (qmax - qmin);
-    const float zero = nearbyintf(qmin - rmin / scale);
-    const float saturated = zero != zero ? 0.0f : zero < qmin ? qmin : zero > qmax ? qmax : zero;
-    int quantized = 0;
-    if (fits && isfinite(rmin) && isfinite(rmax)) {
+    if (fits < 0) return NULL;
+    if (fits) {
         PyArrayObject *data = (PyArrayObject *)x, *bytes = (PyArrayObject *)out;
         const int threads = dmlq_num_threads();
         Py_BEGIN_ALLOW_THREADS
-        quantized = dmlq_dynamic_quantize((const float *)PyArray_DATA(data), PyArray_SIZE(data), scale, (int32_t)saturated,
-                                          is_signed, reciprocal, (uint8_t *)PyArray_DATA(bytes), threads);
+        quantized = dmlq_dynamic_quantize_linear((const float *)PyArray_DATA(data), PyArray_SIZE(data), is_signed,
+                                                 reciprocal, (uint8_t *)PyArray_DATA(bytes), threads, &scale, &zero_point);
         Py_END_ALLOW_THREADS
+    } else {
+        float lo, hi;
+        if (range_of(x, &lo, &hi) < 0) return NULL;
+        dmlq_dynamic_parameters(lo, hi, is_signed, &scale, &zero_point);
     }
-    return Py_BuildValue("diO", (double)scale, (int)saturated, quantized ? Py_True : Py_False);
+    return Py_BuildValue("diO", (double)scale, (int)zero_point, quantized ? Py_True : Py_False);
 }
 
 static PyMethodDef family_methods[] = {
