@@ -176,7 +176,7 @@ void dmlq_dynamic_parameters(float lo, float hi, int is_signed, float *scale, in
     *zero_point = (int32_t)(zero != zero ? 0.0f : zero < qmin ? qmin : zero > qmax ? qmax : zero);
 }
 
-/* ---- the quantization, at the AVX-512 levels --------------------------------------------------- */
+/* ---- the quantization, at the AVX2 and AVX-512 levels ------------------------------------------ */
 
 typedef struct {
     const float *x;
@@ -224,7 +224,7 @@ static inline __attribute__((always_inline)) void quantize_64(const float *x, ui
 }
 
 /* `count` values: the few before x's first 64-byte boundary, then 64 at a time from it, then the rest. */
-static void quantize_piece(const quantize_job *job, const float *x, uint8_t *out, ptrdiff_t count) {
+static void quantize_piece_avx512(const quantize_job *job, const float *x, uint8_t *out, ptrdiff_t count) {
     const __m512 divisor = _mm512_set1_ps(job->divisor);
     const __m512i zero_point = _mm512_set1_epi32(job->zero_point);
     const int reciprocal = job->reciprocal, is_signed = job->is_signed; /* out's stores may alias *job */
@@ -236,12 +236,60 @@ static void quantize_piece(const quantize_job *job, const float *x, uint8_t *out
 }
 
 DMLQ_END_TARGET
+
+DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
+
+/* quantize_64's arithmetic for 32 whole values, 8 to a vector: the quotients rounded half to even
+ * (vroundps, whatever MXCSR holds), packed with saturation to words and bytes within 128-bit lanes,
+ * then put back in order by a dword permutation. */
+static inline __attribute__((always_inline)) void quantize_32(const float *x, uint8_t *out, __m256 divisor,
+                                                              __m256i zero_point, int reciprocal, int is_signed) {
+    __m256i rounded[4];
+    for (int j = 0; j < 4; j++) {
+        const __m256 v = _mm256_loadu_ps(x + 8 * j);
+        const __m256 quotient = reciprocal ? _mm256_mul_ps(v, divisor) : _mm256_div_ps(v, divisor);
+        const __m256 integer = _mm256_round_ps(quotient, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        rounded[j] = _mm256_add_epi32(_mm256_cvtps_epi32(integer), zero_point);
+    }
+    /* dword 4 L + j of the packs holds vector j's lanes 4 L .. 4 L + 3 (L: the 128-bit lane) */
+    const __m256i words01 = _mm256_packs_epi32(rounded[0], rounded[1]);
+    const __m256i words23 = _mm256_packs_epi32(rounded[2], rounded[3]);
+    const __m256i bytes = is_signed ? _mm256_packs_epi16(words01, words23) : _mm256_packus_epi16(words01, words23);
+    _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/* quantize_32 for the first `lanes` (below 32) values, through a zero-padded copy. */
+static void quantize_few(const float *x, uint8_t *out, ptrdiff_t lanes, __m256 divisor, __m256i zero_point,
+                         int reciprocal, int is_signed) {
+    float values[32] = {0};
+    uint8_t bytes[32];
+    memcpy(values, x, (size_t)lanes * sizeof *x);
+    quantize_32(values, bytes, divisor, zero_point, reciprocal, is_signed);
+    memcpy(out, bytes, (size_t)lanes);
+}
+
+/* quantize_piece_avx512's order, 32 values at a time from x's first 32-byte boundary. */
+static void quantize_piece_avx2(const quantize_job *job, const float *x, uint8_t *out, ptrdiff_t count) {
+    const __m256 divisor = _mm256_set1_ps(job->divisor);
+    const __m256i zero_point = _mm256_set1_epi32(job->zero_point);
+    const int reciprocal = job->reciprocal, is_signed = job->is_signed; /* out's stores may alias *job */
+    const ptrdiff_t head = unaligned_head(x, 4, count, 32);
+    if (head) quantize_few(x, out, head, divisor, zero_point, reciprocal, is_signed);
+    ptrdiff_t i = head;
+    for (; i + 32 <= count; i += 32) quantize_32(x + i, out + i, divisor, zero_point, reciprocal, is_signed);
+    if (i < count) quantize_few(x + i, out + i, count - i, divisor, zero_point, reciprocal, is_signed);
+}
+
+DMLQ_END_TARGET
 #endif
 
 static void quantize_unit(quantize_job *job, ptrdiff_t unit) {
     const ptrdiff_t first = unit * job->piece, count = job->count - first < job->piece ? job->count - first : job->piece;
 #if DMLQ_X86
-    quantize_piece(job, job->x + first, job->out + first, count);
+    if (dmlq_level() >= DMLQ_LEVEL_AVX512)
+        quantize_piece_avx512(job, job->x + first, job->out + first, count);
+    else
+        quantize_piece_avx2(job, job->x + first, job->out + first, count);
 #else
     (void)count; /* never reached: dmlq_dynamic_quantize_linear declines without x86 */
 #endif
@@ -269,7 +317,7 @@ int dmlq_dynamic_quantize_linear(const float *x, ptrdiff_t count, int is_signed,
     range_in_pieces(&range, threads, &lo, &hi);
     dmlq_dynamic_parameters(lo, hi, is_signed, scale, zero_point);
     const float inverse = 1.0f / *scale;
-    if (!DMLQ_X86 || dmlq_level() < DMLQ_LEVEL_AVX512 || !isfinite(lo) || !isfinite(hi) || !is_normal(*scale) ||
+    if (!DMLQ_X86 || dmlq_level() < DMLQ_LEVEL_AVX2 || !isfinite(lo) || !isfinite(hi) || !is_normal(*scale) ||
         !is_normal(inverse))
         return 0;
     quantize_job job = {x, out, count, piece, pieces, reader, {0}, reciprocal ? inverse : *scale, *zero_point,
