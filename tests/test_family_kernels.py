@@ -865,6 +865,29 @@ def test_dynamic_quantize_linear_against_the_reference(level, rng, threads, dtyp
     assert scale == expected_scale and zero_point == expected_zero
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("ends", [(-3.0, 7.3), (-0.001, 0.0173), (-1e30, 3e29), (0.0, 1.7)])
+def test_dynamic_quantize_linear_near_ties_of_any_scale(level, rng, dtype, ends):
+    """Values whose quotient lies within 2^-16 .. 2^-11 of a half-integer, and on it, for scales that are
+    no power of two: where a level estimates x / scale by x * (1 / scale), the lanes it is unsure of must
+    be divided, and the others round as the quotient does (dmlq.reference, its float32 true division)."""
+    from dmlq.reference import dynamic_quantize_linear as reference
+
+    rmin, rmax = np.float32(ends[0]), np.float32(ends[1])
+    scale = (rmax - rmin) / np.float32(255)
+    zero = np.float32(0 if dtype == np.uint8 else -128) - rmin / scale
+    offsets = np.float32(2.0) ** -rng.uniform(11, 16, 4000).astype(np.float32)
+    halves = rng.integers(0, 255, 4000) - np.rint(zero) + np.float32(0.5)
+    signs = rng.choice(np.float32([-1, 0, 1]), 4000)
+    x = np.concatenate([[rmin, rmax], ((halves + signs * offsets) * scale).astype(np.float32)])
+    x = np.clip(x, rmin, rmax)
+    out = np.empty(x.size, dtype)
+    got_scale, got_zero = dynamic_quantize_linear(x, out, False)
+    y, expected_scale, expected_zero = reference(x, dtype)
+    assert got_scale == expected_scale and got_zero == expected_zero
+    np.testing.assert_array_equal(out, y)
+
+
 def test_dynamic_quantize_linear_in_larger_pieces(rng, threads):
     """Beyond 256 pieces of 2^15 values, the pieces grow (their count is bounded): still every value,
     each thread first quantizing the pieces it read for the range."""
