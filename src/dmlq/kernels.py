@@ -418,8 +418,8 @@ def dynamic_quantize_linear(
     ``GetQuantizationParameter``, ``onnxruntime/core/util/qmath.h``@c4780e65), in float32: the range
     widened to include 0, ``scale = (rmax - rmin) / (qmax - qmin)``, the zero point rounded half to
     even and saturated; one compiled call for the range, the parameters and the quantization
-    (``_core.dynamic_quantization``), or where its quantization declines (float16 data, widened
-    exactly first; layouts; NaN), the element-wise quantize.
+    (``_core.dynamic_quantization``: AVX2 and AVX-512 levels), or where its quantization declines
+    (float16 data, widened exactly first; layouts; NaN; the portable level), the element-wise quantize.
     """
     y, scale_out, zero_point_out = out
     x = _readable(views["input"].astype(np.float32, copy=False))
