@@ -250,6 +250,7 @@ DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 
 /* Where an estimate of x / scale lies nearer than this to a half-integer, the quotient is divided. */
 #define NEAR_HALF (0.5f - 0x1p-13f)
+#define NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 /* round(x / scale) (round(x * inverse) with `reciprocal`) for 8 values, half to even (vroundps, whatever
  * MXCSR holds), with the reference's float32 quotient p = float32(x / scale). vdivps ymm takes more
@@ -261,12 +262,11 @@ DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
  * half-integer, p rounds to round(y) (p itself is no half-integer there). Elsewhere the lanes are divided. */
 static inline __attribute__((always_inline)) __m256 rounded_quotient_8(__m256 v, __m256 scale, __m256 inverse,
                                                                       int reciprocal) {
-    const int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m256 estimate = _mm256_mul_ps(v, inverse), integer = _mm256_round_ps(estimate, nearest);
+    const __m256 estimate = _mm256_mul_ps(v, inverse), integer = _mm256_round_ps(estimate, NEAREST);
     if (reciprocal) return integer;
     const __m256 distance = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(estimate, integer));
     if (_mm256_movemask_ps(_mm256_cmp_ps(distance, _mm256_set1_ps(NEAR_HALF), _CMP_GE_OQ)))
-        return _mm256_round_ps(_mm256_div_ps(v, scale), nearest);
+        return _mm256_round_ps(_mm256_div_ps(v, scale), NEAREST);
     return integer;
 }
 
