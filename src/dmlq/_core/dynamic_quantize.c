@@ -253,9 +253,10 @@ DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES)
 #define NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 /* round(x / scale) (round(x * inverse) with `reciprocal`) for 8 values, half to even (vroundps, whatever
- * MXCSR holds), with the reference's float32 quotient p = float32(x / scale). vdivps ymm takes more
- * than the rest of the quantization together here (Zen 5: 1.47 against 1.22 ns a 16 values with B in L2),
- * so first the estimate y = float32(x * inverse): inverse is within 2^-24 relative of 1 / scale and
+ * MXCSR holds), with the reference's float32 quotient p = float32(x / scale). vdivps ymm took as long
+ * as the rest of the quantization together here (Zen 5, 1 thread, x in L2: 1.47 ns per 16 values divided,
+ * 0.72 multiplied by the reciprocal, 1.22 with this estimate), so first the estimate
+ * y = float32(x * inverse): inverse is within 2^-24 relative of 1 / scale and
  * y's rounding adds 2^-24, so |y - x / scale| <= (2^-23 + 2^-48) |x / scale|, and |p - x / scale| <=
  * 2^-24 |x / scale|. With |x / scale| < 256 (the caller's: |x| <= rmax - rmin = 255 scale within float32's
  * roundings) y lies within 2^-15 + 2^-16 < 2^-13 of p, so where y is farther than 2^-13 from every
