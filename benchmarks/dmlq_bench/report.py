@@ -304,7 +304,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"{meta['load_average']['after']:.2f}; run time {meta['seconds']} s.",
         f"dmlq kernels: {meta['dmlq']['kernels']}. Mode: {meta['mode']}. "
         f"Medians of up to {meta['plan']['runs']} interleaved samples after warm-up, each sample "
-        f"repeating a call for at least {meta['plan']['min_sample'] * 1000:g} ms.",
+        f"repeating a call for at least {meta['plan']['min_sample'] * 1000:g} ms after "
+        f"{meta['plan'].get('lead_in', 0) * 1000:g} ms of untimed calls.",
         "",
         "Ratio = contender's time / dmlq's time (above 1: dmlq is faster); `best` compares each side's "
         "fastest thread count, `T1` both at one thread.",

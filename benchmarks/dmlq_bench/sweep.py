@@ -285,7 +285,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Load average (1 min) before/after: {meta['load_average']['before']:.2f}/"
         f"{meta['load_average']['after']:.2f}; run time {meta['seconds']} s. Mode: {meta['mode']}: medians "
         f"of {meta['plan']['min_runs']}+ interleaved samples per thread count, each repeating a call for at "
-        f"least {meta['plan']['min_sample'] * 1000:g} ms, after a pause until the process is idle.",
+        f"least {meta['plan']['min_sample'] * 1000:g} ms, after a pause until the process is idle and "
+        f"{meta['plan'].get('lead_in', 0) * 1000:g} ms of untimed calls.",
         "",
         "GOPS = 2·M·N·K / time at the contender's fastest thread count (T), ± half the interquartile "
         "range of its samples. Ratios: peer time / dmlq time, best against best (above 1: dmlq is faster). "
