@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "family.h"
+#include "narrow.h"
 
 enum { PIECE = 1 << 15, MAX_RANGE_THREADS = 256, MAX_PIECES = 256 };
 
@@ -227,12 +228,11 @@ static inline __attribute__((always_inline)) __m512 estimated_quotient_16(__m512
     return near ? _mm512_mask_div_ps(estimate, near, v, scale) : estimate;
 }
 
-/* Up to 64 values (`lanes` of them, all 64 when `lanes` is 64): quotients converted, packed with saturation
- * and put back in order. Inlined with a constant 64, the loads and the store are whole. */
+/* Up to 64 values (`lanes` of them, all 64 when `lanes` is 64): quotients converted, then narrowed with
+ * the zero point (int16 lanes) to bytes. Inlined with a constant 64, the loads and the store are whole. */
 static inline __attribute__((always_inline)) void quantize_64(const float *x, uint8_t *out, ptrdiff_t lanes,
                                                               __m512 scale, __m512 inverse, __m512i zero_point,
                                                               int reciprocal, int is_signed) {
-    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     __m512i rounded[4];
     for (int j = 0; j < 4; j++) {
         const ptrdiff_t left = lanes - 16 * j;
@@ -242,13 +242,9 @@ static inline __attribute__((always_inline)) void quantize_64(const float *x, ui
         const __m512 quotient = reciprocal ? _mm512_mul_ps(v, inverse)
                                 : j % 2 ? estimated_quotient_16(v, scale, inverse)
                                         : _mm512_div_ps(v, scale);
-        rounded[j] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(quotient, NEAREST), zero_point);
+        rounded[j] = _mm512_cvt_roundps_epi32(quotient, NEAREST);
     }
-    /* dword 4 L + j of the packs holds vector j's lanes 4 L .. 4 L + 3 */
-    const __m512i words01 = _mm512_packs_epi32(rounded[0], rounded[1]);
-    const __m512i words23 = _mm512_packs_epi32(rounded[2], rounded[3]);
-    const __m512i bytes = _mm512_permutexvar_epi32(
-        order, is_signed ? _mm512_packs_epi16(words01, words23) : _mm512_packus_epi16(words01, words23));
+    const __m512i bytes = narrowed_64(rounded, zero_point, is_signed);
     if (lanes == 64)
         _mm512_storeu_si512(out, bytes);
     else
@@ -258,7 +254,7 @@ static inline __attribute__((always_inline)) void quantize_64(const float *x, ui
 /* `count` values: the few before x's first 64-byte boundary, then 64 at a time from it, then the rest. */
 static void quantize_piece_avx512(const quantize_job *job, const float *x, uint8_t *out, ptrdiff_t count) {
     const __m512 scale = _mm512_set1_ps(job->scale), inverse = _mm512_set1_ps(job->inverse);
-    const __m512i zero_point = _mm512_set1_epi32(job->zero_point);
+    const __m512i zero_point = _mm512_set1_epi16((short)job->zero_point);
     const int reciprocal = job->reciprocal, is_signed = job->is_signed; /* out's stores may alias *job */
     const ptrdiff_t head = unaligned_head(x, 4, count, 64);
     if (head) quantize_64(x, out, head, scale, inverse, zero_point, reciprocal, is_signed);
@@ -281,8 +277,7 @@ static inline __attribute__((always_inline)) __m256 estimated_rounded_8(__m256 v
     return integer;
 }
 
-/* quantize_64's arithmetic for 32 whole values, 8 to a vector: packed with saturation to words and bytes
- * within 128-bit lanes, then put back in order by a dword permutation. */
+/* quantize_64's arithmetic for 32 whole values, 8 to a vector. */
 static inline __attribute__((always_inline)) void quantize_32(const float *x, uint8_t *out, __m256 scale,
                                                               __m256 inverse, __m256i zero_point, int reciprocal,
                                                               int is_signed) {
@@ -292,13 +287,9 @@ static inline __attribute__((always_inline)) void quantize_32(const float *x, ui
         const __m256 integer = reciprocal ? _mm256_round_ps(_mm256_mul_ps(v, inverse), NEAREST)
                                : j % 2    ? estimated_rounded_8(v, scale, inverse)
                                           : _mm256_round_ps(_mm256_div_ps(v, scale), NEAREST);
-        rounded[j] = _mm256_add_epi32(_mm256_cvtps_epi32(integer), zero_point);
+        rounded[j] = _mm256_cvtps_epi32(integer);
     }
-    /* dword 4 L + j of the packs holds vector j's lanes 4 L .. 4 L + 3 (L: the 128-bit lane) */
-    const __m256i words01 = _mm256_packs_epi32(rounded[0], rounded[1]);
-    const __m256i words23 = _mm256_packs_epi32(rounded[2], rounded[3]);
-    const __m256i bytes = is_signed ? _mm256_packs_epi16(words01, words23) : _mm256_packus_epi16(words01, words23);
-    _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    _mm256_storeu_si256((__m256i *)out, narrowed_32(rounded, zero_point, is_signed));
 }
 
 /* quantize_32 for the first `lanes` (below 32) values, through a zero-padded copy. */
@@ -314,7 +305,7 @@ static void quantize_few(const float *x, uint8_t *out, ptrdiff_t lanes, __m256 s
 /* quantize_piece_avx512's order, 32 values at a time from x's first 32-byte boundary. */
 static void quantize_piece_avx2(const quantize_job *job, const float *x, uint8_t *out, ptrdiff_t count) {
     const __m256 scale = _mm256_set1_ps(job->scale), inverse = _mm256_set1_ps(job->inverse);
-    const __m256i zero_point = _mm256_set1_epi32(job->zero_point);
+    const __m256i zero_point = _mm256_set1_epi16((short)job->zero_point);
     const int reciprocal = job->reciprocal, is_signed = job->is_signed; /* out's stores may alias *job */
     const ptrdiff_t head = unaligned_head(x, 4, count, 32);
     if (head) quantize_few(x, out, head, scale, inverse, zero_point, reciprocal, is_signed);

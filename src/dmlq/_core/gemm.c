@@ -408,11 +408,12 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
     ptrdiff_t lda;
     const uint8_t *a = a_panel(c, pk, batch, m_panel, &lda);
     _Alignas(64) int32_t dots[GEMM_MAX_TILE];
-    if (c->int32_direct && tile.rows == mr && tile.columns == nr) {
+    const int whole = tile.rows == mr && tile.columns == nr;
+    if (whole && c->int32_direct) {
         c->kernels->dot_int32(a, lda, b, c->groups, &tile, &c->q);
         return;
     }
-    if (c->requantize_direct && tile.rows == mr && tile.columns == nr) {
+    if (whole && c->requantize_direct) {
         c->kernels->dot_requantize(a, lda, b, c->groups, &tile, &c->q);
         return;
     }

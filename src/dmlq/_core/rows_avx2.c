@@ -1,6 +1,7 @@
 /* The element-wise rows compiled for AVX2 with F16C (float16 conversions in hardware, exact) and FMA
  * (the quantized add's corrected quotient; FMA is never contracted from plain expressions). */
 #include "common.h"
+#include "narrow.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX2_FEATURES ",fma")
@@ -29,21 +30,6 @@ enum { DIVIDE, MULTIPLY, CORRECTED, DIVIDE_WITH_ESTIMATE };
 
 /* Inputs are read this far ahead: the loops are short and memory-bound. */
 enum { QADD_PREFETCH_BYTES = 4096, QUANTIZE_PREFETCH_BYTES = 4096 };
-
-/* Four vectors of int32 as 32 output bytes: packed to int16 with saturation, the zero point (16 int16
- * lanes) added with saturation, packed to bytes with the output type's saturation (the clamp). The
- * packs work per 128-bit lane: byte 16 l + 4 k + j comes from vector k, lane l, dword j. The int16
- * steps clamp as int32 would while the zero point is within 2**15 - 256. */
-static inline __m256i packed_32(const __m256i *r, __m256i zero, const int out_signed) {
-    const __m256i low = _mm256_adds_epi16(_mm256_packs_epi32(r[0], r[1]), zero);
-    const __m256i high = _mm256_adds_epi16(_mm256_packs_epi32(r[2], r[3]), zero);
-    return out_signed ? _mm256_packs_epi16(low, high) : _mm256_packus_epi16(low, high);
-}
-
-/* The same for vectors of consecutive elements (vector k holding elements 8 k ... 8 k + 7). */
-static inline __m256i narrowed_32(const __m256i *r, __m256i zero, const int out_signed) {
-    return _mm256_permutevar8x32_epi32(packed_32(r, zero, out_signed), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
 
 /* round(x) as int32, the conversion rounding half to even (MXCSR's default), x clamped to +-2**16
  * first so that it converts: beyond, every 8-bit output saturates anyway. */

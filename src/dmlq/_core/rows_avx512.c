@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "common.h"
+#include "narrow.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
@@ -84,22 +85,6 @@ static inline void prefetch_ahead(const void *p) { __builtin_prefetch((const cha
     } while (0)
 
 static inline __mmask64 first_64(ptrdiff_t count) { return count >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << count) - 1; }
-
-/* Four vectors of int32 as 64 output bytes: packed to int16 with saturation, the zero point (32
- * int16 lanes) added with saturation, packed to bytes with the output type's saturation (the clamp).
- * The packs work per 128-bit lane: byte 16 l + 4 k + j comes from vector k, lane l, dword j. The
- * int16 steps clamp as int32 would while the zero point is within 2**15 - 256. */
-static inline __m512i packed_64(const __m512i *r, __m512i zero, const int out_signed) {
-    const __m512i low = _mm512_adds_epi16(_mm512_packs_epi32(r[0], r[1]), zero);
-    const __m512i high = _mm512_adds_epi16(_mm512_packs_epi32(r[2], r[3]), zero);
-    return out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
-}
-
-/* The same for vectors of consecutive elements (vector k holding elements 16 k ... 16 k + 15). */
-static inline __m512i narrowed_64(const __m512i *r, __m512i zero, const int out_signed) {
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_epi32(order, packed_64(r, zero, out_signed));
-}
 
 /* Stores BLOCK(i, mask), the 64 output bytes from element i (those `mask` selects), over n elements:
  * a masked head up to out's 64-byte alignment, whole blocks (each after PREFETCH(i); with `stream`,
