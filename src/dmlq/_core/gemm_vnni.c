@@ -252,6 +252,15 @@ static ALWAYS_INLINE void column_blocks(const gemm_tile *t, const gemm_quantizat
     }
 }
 
+/* The tile's output lines asked for in exclusive state before its dot loop (`bytes` per row). */
+static ALWAYS_INLINE void prefetch_output(const gemm_tile *t, const int bytes) {
+    for (int m = 0; m < GEMM_MR; m++) {
+        const char *row = t->out + m * t->out_row;
+        for (int j = 0; j < bytes; j += 64) __builtin_prefetch(row + j, 1, 3);
+        __builtin_prefetch(row + bytes - 1, 1, 3);
+    }
+}
+
 /* Row m of a whole tile's sums (dot_tile's accumulators), corrected, into its int32 output row. */
 #define TILE_ROW_OUT(m)                                                                                   \
     {                                                                                                     \
@@ -269,6 +278,7 @@ static ALWAYS_INLINE void column_blocks(const gemm_tile *t, const gemm_quantizat
  * loop: its 24 accumulators and B's 3 vectors leave no registers for them. */
 static ALWAYS_INLINE void dot_int32_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups,
                                          const gemm_tile *t, const gemm_quantization *q, const int uniform) {
+    prefetch_output(t, GEMM_NR * 4);
     EVERY_TILE_ROW(TILE_ROW)
     TILE_LOOP
     column_block column[MAX_COLUMN_BLOCKS];
@@ -433,6 +443,7 @@ static __attribute__((noinline)) void store_near_rows_exactly(const int32_t *sum
 static ALWAYS_INLINE void dot_requantize_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups,
                                               const gemm_tile *t, const gemm_quantization *q, const int uniform,
                                               const int out_signed) {
+    prefetch_output(t, GEMM_NR);
     EVERY_TILE_ROW(TILE_ROW)
     TILE_LOOP
     _Alignas(64) int32_t tile[GEMM_MR * GEMM_NR];
