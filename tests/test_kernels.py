@@ -601,6 +601,18 @@ def test_matmul_a_large_b_packed_a_chunk_at_a_time(level, threads, thread_count,
     assert 0.5 < np.mean((got > 0) & (got < 255))
 
 
+@pytest.mark.parametrize("thread_count", [1, 2, 3])
+def test_matmul_many_a_panels_claimed_a_few_at_a_time(level, threads, thread_count):
+    """Enough A panels for a unit of work to hold several of them with one block of B (gemm.c's
+    a_panels_per_unit), the last group short and its last panel partial, B's last panel too."""
+    dmlq.set_num_threads(thread_count)
+    rng = np.random.default_rng(thread_count)
+    views = matmul_case(
+        rng, integers(rng, U8, (139, 200)), integers(rng, I8, (200, 100)), U8, I8, U8, True, True, True
+    )
+    check_matmul(views, U8)
+
+
 @pytest.mark.parametrize("b_layout", ["4 KiB apart", "8 KiB apart, a tail", "reversed", "one row"])
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 def test_matmul_b_in_place_row_strides(level, m, b_layout):
