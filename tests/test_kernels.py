@@ -760,17 +760,19 @@ ESTIMATE_ON_THE_WRONG_SIDE = (
 )
 
 
+@pytest.mark.parametrize("output_rows", ["shared", "zero point per row", "scale per row"])
 @pytest.mark.parametrize("out_type", [U8, I8])
 @pytest.mark.parametrize("a_zero_per_row", [False, True])
 @pytest.mark.parametrize("scales", ESTIMATE_ON_THE_WRONG_SIDE)
-def test_matmul_requantization_where_the_estimate_is_wrong(level, scales, a_zero_per_row, out_type):
+def test_matmul_requantization_where_the_estimate_is_wrong(level, scales, a_zero_per_row, out_type, output_rows):
     """The kernels' float32 estimate of a quotient is within a few float32 roundings of the
     reference's and must defer to it near a tie. Sums of every integer in -8256..8382 (127 * x + w
     over 130 rows and 256 columns: full and partial tiles), under scales where the estimate rounds some
     of them to the other side of a tie, a hair from it: a margin narrower than the estimate's
     error gives another byte there. The same sums with A's zero point per row (A shifted with it) and
-    with an int8 output (its zero point 128 less): each route of a kernel (zero points uniform or not,
-    output signed or not) defers too."""
+    with an int8 output (its zero point 128 less), and with rows whose output zero point or scale
+    differ (every other row's scale doubled: other ties): each route of a kernel (zero points uniform
+    or not, output signed or not, the rows' factors shared or not) defers too."""
     x, w = np.arange(-64, 66), np.arange(-128, 128)
     shift = np.arange(x.size)[:, None] % 101 - 50 if a_zero_per_row else np.zeros((1, 1), np.int16)
     a = np.zeros((x.size, 4), np.int16) + 128 + shift
@@ -780,6 +782,9 @@ def test_matmul_requantization_where_the_estimate_is_wrong(level, scales, a_zero
     b[0], b[1] = 127, w
     a_scale, b_scale, out_scale, out_zero = scales
     out_zero -= 0 if out_type == U8 else 128
+    rows = np.arange(x.size)[:, None]
+    out_zero = out_zero + (rows % 3 - 1 if output_rows == "zero point per row" else 0 * rows[:1])
+    out_scale = out_scale * (1 + rows % 2 if output_rows == "scale per row" else 1 + 0 * rows[:1])
     views = {
         "a": a.astype(U8),
         "a_scale": np.full(shift.shape, a_scale, F32),
@@ -787,8 +792,8 @@ def test_matmul_requantization_where_the_estimate_is_wrong(level, scales, a_zero
         "b": b.astype(I8),
         "b_scale": F32([[b_scale]]),
         "b_zero_point": None,
-        "output_scale": F32([[out_scale]]),
-        "output_zero_point": np.array([[out_zero]], out_type),
+        "output_scale": F32(out_scale),
+        "output_zero_point": np.array(out_zero, out_type),
     }
     check_matmul(views, out_type)
 

@@ -929,7 +929,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     double *a_scale = doubles, *divisor = a_scale + rows, *zero_point = divisor + rows;
     float *row_factor = floats;
     int32_t *a_zero = zeros;
-    int nan_possible = 0, estimate = 1, a_zero_uniform = 1;
+    int nan_possible = 0, estimate = 1, a_zero_uniform = 1, rows_uniform = 1;
     double largest_row_factor = 0.0;
     for (ptrdiff_t m = 0; m < rows; m++) {
         const int real = m < p->m;
@@ -943,6 +943,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
         estimate &= estimable(factor);
         largest_row_factor = fmax(largest_row_factor, fabs(factor));
         a_zero_uniform &= !real || a_zero[m] == a_zero[0];
+        rows_uniform &= !real || (row_factor[m] == row_factor[0] && zero_point[m] == zero_point[0]);
     }
     nan_possible |= !columns->finite;
     estimate &= columns->estimable;
@@ -953,6 +954,7 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
                                columns->factor, p->reciprocal,  nan_possible,      estimate && !nan_possible,
                                a_zero_uniform, columns->uniform, p->out_signed ? -128.0 : 0.0,
                                p->out_signed ? 127.0 : 255.0};
+    c->q.rows_uniform = rows_uniform;
 }
 
 /* A workspace being laid out: pieces of whole cache lines from `base` on (NULL: only measuring). */

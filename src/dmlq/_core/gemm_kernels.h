@@ -50,6 +50,7 @@ typedef struct {
     int a_zero_uniform, b_zero_uniform; /* one za' for every row, one zb' for every column */
     double lo, hi;
     const struct dmlq_gemm_epilogue *epilogue; /* the problem's (family.h), or NULL */
+    int rows_uniform; /* one row factor and one output zero point for every real row */
 } gemm_quantization;
 
 /* One tile's place: rows m0.., columns n0.., how many are real, where the output goes. */

@@ -237,6 +237,20 @@ static ALWAYS_INLINE __m512i corrected_sums(__m512i dot, const column_block *col
     return _mm512_sub_epi32(_mm512_sub_epi32(dot, by_row), by_column);
 }
 
+/* Row m's zero-point terms in block j, negated (corrected_sums of 0): a whole tile's accumulators start
+ * from them, so that its dot loop leaves the corrected sums. Before the loop they cost 24 subtractions
+ * less than after it, and registers are free. */
+static ALWAYS_INLINE __m512i corrections(const column_block *column, int32_t row_sum, int32_t a_zero, uint32_t b_zero,
+                                         const int uniform) {
+    return corrected_sums(_mm512_setzero_si512(), column, _mm512_set1_epi32((int32_t)((uint32_t)row_sum * b_zero)),
+                          _mm512_set1_epi32(row_sum), _mm512_set1_epi32(a_zero), uniform);
+}
+
+#define TILE_ROW_CORRECTED(m)                                                                             \
+    __m512i c##m##0 = corrections(&column[0], row_sums[m], a_zero[m], b_zero, uniform),                  \
+            c##m##1 = corrections(&column[1], row_sums[m], a_zero[m], b_zero, uniform),                  \
+            c##m##2 = corrections(&column[2], row_sums[m], a_zero[m], b_zero, uniform);
+
 /* The tile's first `blocks` blocks of columns (the vectors are read whole: q's and the tile's column
  * vectors are padded to whole panels). */
 static ALWAYS_INLINE void column_blocks(const gemm_tile *t, const gemm_quantization *q, int blocks, column_block *column) {
@@ -261,31 +275,30 @@ static ALWAYS_INLINE void prefetch_output(const gemm_tile *t, const int bytes) {
     }
 }
 
-/* Row m of a whole tile's sums (dot_tile's accumulators), corrected, into its int32 output row. */
+/* Row m of a whole tile's corrected sums (TILE_ROW_CORRECTED's accumulators) into its int32 output row. */
 #define TILE_ROW_OUT(m)                                                                                   \
     {                                                                                                     \
         int32_t *row = (int32_t *)(t->out + (m) * t->out_row);                                            \
-        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[m] * b_zero));     \
-        const __m512i sum = _mm512_set1_epi32(row_sums[m]), za = _mm512_set1_epi32(a_zero[m]);           \
-        _mm512_storeu_si512((void *)row, corrected_sums(c##m##0, &column[0], row_correction, sum, za, uniform)); \
-        _mm512_storeu_si512((void *)(row + 16), corrected_sums(c##m##1, &column[1], row_correction, sum, za, uniform)); \
-        _mm512_storeu_si512((void *)(row + 32), corrected_sums(c##m##2, &column[2], row_correction, sum, za, uniform)); \
+        _mm512_storeu_si512((void *)row, c##m##0);                                                        \
+        _mm512_storeu_si512((void *)(row + 16), c##m##1);                                                 \
+        _mm512_storeu_si512((void *)(row + 32), c##m##2);                                                 \
     }
 
-/* gemm_kernels.h's dot_int32: dot_tile's loop, then the sums corrected in registers (as the requantizer
- * corrects them) and stored to the output, rather than stored to a tile that the int32 epilogue reads
- * back (4 % of a 1024 x 768 x 768 MatMulInteger on Zen 5). The zero-point terms are loaded after the
- * loop: its 24 accumulators and B's 3 vectors leave no registers for them. */
+/* gemm_kernels.h's dot_int32: dot_tile's loop from the zero-point terms (TILE_ROW_CORRECTED), its sums
+ * stored straight to the output, rather than stored to a tile that the int32 epilogue reads back and
+ * corrects (4 % of a 1024 x 768 x 768 MatMulInteger on Zen 5). */
 static ALWAYS_INLINE void dot_int32_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups,
                                          const gemm_tile *t, const gemm_quantization *q, const int uniform) {
     prefetch_output(t, GEMM_NR * 4);
-    EVERY_TILE_ROW(TILE_ROW)
-    TILE_LOOP
-    column_block column[MAX_COLUMN_BLOCKS];
-    column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
     const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
     const uint32_t b_zero = (uint32_t)q->b_zero[0];
-    EVERY_TILE_ROW(TILE_ROW_OUT)
+    {
+        column_block column[MAX_COLUMN_BLOCKS];
+        column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
+        EVERY_TILE_ROW(TILE_ROW_CORRECTED)
+        TILE_LOOP
+        EVERY_TILE_ROW(TILE_ROW_OUT)
+    }
 }
 
 static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
@@ -296,20 +309,20 @@ static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptr
         dot_int32_rows(a, lda, b, groups, t, q, 0);
 }
 
-/* The reference's bytes of row i of the tile (its sums at `dot`) through requantize_16_exactly: every
- * block, or (`near_only`) those of its blocks with a lane too near a tie for the estimate (the others
- * are stored already). Rare where the estimate serves: the sums are corrected here again, so that the
- * estimate's loop keeps them in registers. */
+/* The reference's bytes of row i of the tile (its sums at `dot`, `corrected` already or not) through
+ * requantize_16_exactly: every block, or (`near_only`) those of its blocks with a lane too near a tie
+ * for the estimate (the others are stored already). Rare where the estimate serves: the sums are
+ * corrected here again, so that the estimate's loop keeps them in registers. */
 static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, const column_block *column, int blocks,
                                                         const gemm_tile *t, ptrdiff_t i, const gemm_quantization *q,
-                                                        int near_only) {
+                                                        int corrected, int near_only) {
     const ptrdiff_t m = t->m0 + i;
     const __m512i row_sum = _mm512_set1_epi32(t->row_sums[m]), za = _mm512_set1_epi32(q->a_zero[m]);
     const __m512 row_factor = _mm512_set1_ps(q->row_factor[m]);
     for (int j = 0; j < blocks; j++) {
         const ptrdiff_t n = t->n0 + 16 * j;
-        const __m512i acc = corrected_sums(_mm512_load_si512((const void *)(dot + 16 * j)), &column[j], row_sum,
-                                           row_sum, za, 0);
+        const __m512i dot_sums = _mm512_load_si512((const void *)(dot + 16 * j));
+        const __m512i acc = corrected ? dot_sums : corrected_sums(dot_sums, &column[j], row_sum, row_sum, za, 0);
         __m512i rounded;
         __m512 integer;
         const __m512 fraction = estimate_16(acc, _mm512_mul_ps(row_factor, column[j].factor), _mm512_setzero_si512(),
@@ -323,25 +336,27 @@ static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, cons
     }
 }
 
-/* Row i of a tile, its `blocks` vectors of dot sums (`dots`), corrected and requantized by the estimate
- * (estimate_row) into its output row (`out`); whether a lane is too near a tie. The column factors
- * come as the caller's copies (the char stores could alias them). */
-static ALWAYS_INLINE __mmask16 requantize_row(const __m512i *dots, const column_block *column, const __m512 *column_factor,
-                                              const __mmask16 *masks, __mmask64 row_mask, int32_t row_sum,
-                                              int32_t a_zero, float row_factor, double zero_point, uint32_t b_zero,
-                                              const int blocks, const int uniform, const int out_signed, char *out) {
-    const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sum * b_zero));
-    const __m512i sum = _mm512_set1_epi32(row_sum), za = _mm512_set1_epi32(a_zero);
-    const __m512 factor = _mm512_set1_ps(row_factor);
-    __m512i acc[3];
+/* A row's factors (its row factor times the column factors, the caller's copies: the char stores could
+ * alias q) and the estimate's bias (estimate_16) for its output zero point. */
+typedef struct {
     __m512 factors[3];
-    for (int j = 0; j < blocks; j++) {
-        acc[j] = corrected_sums(dots[j], &column[j], row_correction, sum, za, uniform);
-        factors[j] = _mm512_mul_ps(factor, column_factor[j]);
-    }
+    __m512i bias;
+} row_terms;
+
+static ALWAYS_INLINE row_terms terms_of_row(const __m512 *column_factor, float row_factor, double zero_point,
+                                            const int blocks) {
+    row_terms terms;
+    for (int j = 0; j < blocks; j++) terms.factors[j] = _mm512_mul_ps(_mm512_set1_ps(row_factor), column_factor[j]);
+    terms.bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_point);
+    return terms;
+}
+
+/* Row i of a tile, its `blocks` vectors of corrected sums, requantized by the estimate (estimate_row)
+ * into its output row (`out`); whether a lane is too near a tie. */
+static ALWAYS_INLINE __mmask16 requantize_row(const __m512i *acc, const row_terms *terms, const __mmask16 *masks,
+                                              __mmask64 row_mask, const int blocks, const int out_signed, char *out) {
     __m512i bytes;
-    const __m512i bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_point);
-    const __mmask16 near = estimate_row(acc, factors, masks, bias, blocks, out_signed, &bytes);
+    const __mmask16 near = estimate_row(acc, terms->factors, masks, terms->bias, blocks, out_signed, &bytes);
     _mm512_mask_storeu_epi8(out, row_mask, bytes);
     return near;
 }
@@ -370,14 +385,17 @@ static ALWAYS_INLINE void requantize_rows(const int32_t *dot, const gemm_tile *t
     char *const out = t->out;
     __mmask16 near[64]; /* per row, kept apart: a mask's way to a general register is slow */
     for (ptrdiff_t i = first; i < end; i++) {
-        __m512i dots[3];
-        for (int j = 0; j < blocks; j++) dots[j] = _mm512_load_si512((const void *)(dot + i * dot_stride + 16 * j));
-        near[i - first] = requantize_row(dots, column, column_factor, masks, row_mask, row_sums[i], a_zero[i],
-                                         row_factors[i], zero_points[i], b_zero, blocks, uniform, out_signed,
-                                         out + i * out_row);
+        const __m512i row_correction = _mm512_set1_epi32((int32_t)((uint32_t)row_sums[i] * b_zero));
+        const __m512i sum = _mm512_set1_epi32(row_sums[i]), za = _mm512_set1_epi32(a_zero[i]);
+        __m512i acc[3];
+        for (int j = 0; j < blocks; j++)
+            acc[j] = corrected_sums(_mm512_load_si512((const void *)(dot + i * dot_stride + 16 * j)), &column[j],
+                                    row_correction, sum, za, uniform);
+        const row_terms terms = terms_of_row(column_factor, row_factors[i], zero_points[i], blocks);
+        near[i - first] = requantize_row(acc, &terms, masks, row_mask, blocks, out_signed, out + i * out_row);
     }
     for (ptrdiff_t i = first; i < end; i++)
-        if (near[i - first]) store_row_exactly(dot + i * dot_stride, column, blocks, t, i, q, 1);
+        if (near[i - first]) store_row_exactly(dot + i * dot_stride, column, blocks, t, i, q, 0, 1);
 }
 
 static ALWAYS_INLINE void requantize_blocks(const int32_t *dot, const gemm_tile *t, const gemm_quantization *q,
@@ -404,7 +422,7 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
     column_block column[MAX_COLUMN_BLOCKS];
     column_blocks(t, q, blocks, column);
     if (!q->estimate) {
-        for (ptrdiff_t i = 0; i < t->rows; i++) store_row_exactly(dot + i * t->dot_stride, column, blocks, t, i, q, 0);
+        for (ptrdiff_t i = 0; i < t->rows; i++) store_row_exactly(dot + i * t->dot_stride, column, blocks, t, i, q, 0, 0);
         return;
     }
     const int uniform = q->a_zero_uniform && q->b_zero_uniform, out_signed = q->lo < 0.0;
@@ -416,47 +434,50 @@ void dmlq_gemm_requantize_vnni(const int32_t *dot, const gemm_tile *t, const gem
         REQUANTIZE_BLOCKS(1);
 }
 
-/* Row m of a whole tile's sums (dot_tile's accumulators) through requantize_row, as requantize_rows does
- * with a row read back; `near` marks a row with a lane near a tie. */
+/* Row m of a whole tile's corrected sums (TILE_ROW_CORRECTED's accumulators) through requantize_row, as
+ * requantize_rows does with a row read back, with the tile's row terms when its rows share them;
+ * `near` marks a row with a lane near a tie. */
 #define TILE_ROW_ESTIMATE(m)                                                                              \
     {                                                                                                     \
-        const __m512i dots[3] = {c##m##0, c##m##1, c##m##2};                                             \
-        if (requantize_row(dots, column, column_factor, masks, row_mask, row_sums[m], a_zero[m],         \
-                           row_factors[m], zero_points[m], b_zero, 3, uniform, out_signed, out + (m) * out_row)) \
-            near |= 1u << (m);                                                                            \
+        const __m512i acc[3] = {c##m##0, c##m##1, c##m##2};                                              \
+        const row_terms own = rows_uniform ? shared : terms_of_row(column_factor, row_factors[m], zero_points[m], 3); \
+        if (requantize_row(acc, &own, masks, row_mask, 3, out_signed, out + (m) * out_row)) near |= 1u << (m); \
     }
 
-/* The rows of a whole tile marked in `near`, exactly (store_row_exactly), from its sums. Apart, with column
- * blocks of its own: a call in dot_requantize_rows, or its column blocks' address taken, costs every tile. */
+/* The rows of a whole tile marked in `near`, exactly (store_row_exactly), from its corrected sums. Apart,
+ * with column blocks of its own: a call in dot_requantize_rows, or its column blocks' address taken,
+ * costs every tile. */
 static __attribute__((noinline)) void store_near_rows_exactly(const int32_t *sums, const gemm_tile *t,
                                                               const gemm_quantization *q, unsigned near) {
     column_block column[MAX_COLUMN_BLOCKS];
     column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
     for (int m = 0; m < GEMM_MR; m++)
-        if (near >> m & 1) store_row_exactly(sums + m * GEMM_NR, column, MAX_COLUMN_BLOCKS, t, m, q, 1);
+        if (near >> m & 1) store_row_exactly(sums + m * GEMM_NR, column, MAX_COLUMN_BLOCKS, t, m, q, 1, 1);
 }
 
-/* gemm_kernels.h's dot_requantize: dot_tile's loop, then each row's bytes from its accumulators (the
- * estimate route of requantize_rows) rather than from the sums read back. The sums are still stored, for
- * rows near a tie: stored only for those rows (behind the estimate's branch), the tile took twice as long
- * (Zen 5, 2048 x 768 x 768 tiles in a C harness: 1600 -> 3000 TSC cycles a tile; stored always, 1590). */
+/* gemm_kernels.h's dot_requantize: dot_tile's loop from the zero-point terms (TILE_ROW_CORRECTED), then
+ * each row's bytes from its accumulators (the estimate route of requantize_rows) rather than from the
+ * sums read back. The sums are still stored, for rows near a tie: stored only for those rows (behind
+ * the estimate's branch), the tile took twice as long (Zen 5, 2048 x 768 x 768 tiles in a C harness:
+ * 1600 -> 3000 TSC cycles a tile; stored always, 1590). */
 static ALWAYS_INLINE void dot_requantize_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups,
                                               const gemm_tile *t, const gemm_quantization *q, const int uniform,
-                                              const int out_signed) {
+                                              const int rows_uniform, const int out_signed) {
     prefetch_output(t, GEMM_NR);
-    EVERY_TILE_ROW(TILE_ROW)
+    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
+    const uint32_t b_zero = (uint32_t)q->b_zero[0];
+    column_block column[MAX_COLUMN_BLOCKS];
+    column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
+    EVERY_TILE_ROW(TILE_ROW_CORRECTED)
     TILE_LOOP
     _Alignas(64) int32_t tile[GEMM_MR * GEMM_NR];
     EVERY_TILE_ROW(TILE_ROW_STORE)
-    column_block column[MAX_COLUMN_BLOCKS];
-    column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
     const __mmask16 masks[3] = {0xffff, 0xffff, 0xffff};
     const __m512 column_factor[3] = {column[0].factor, column[1].factor, column[2].factor};
     const __mmask64 row_mask = ((__mmask64)1 << GEMM_NR) - 1;
-    const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
     const float *row_factors = q->row_factor + t->m0;
     const double *zero_points = q->out_zero_point + t->m0;
-    const uint32_t b_zero = (uint32_t)q->b_zero[0];
+    const row_terms shared = terms_of_row(column_factor, row_factors[0], zero_points[0], 3); /* dead unless rows_uniform */
     const ptrdiff_t out_row = t->out_row;
     char *const out = t->out;
     unsigned near = 0;
@@ -464,13 +485,17 @@ static ALWAYS_INLINE void dot_requantize_rows(const uint8_t *a, ptrdiff_t lda, c
     if (near) store_near_rows_exactly(tile, t, q, near);
 }
 
+#define DOT_REQUANTIZE_ROWS(rows_uniform, out_signed)                                                     \
+    (uniform ? dot_requantize_rows(a, lda, b, groups, t, q, 1, rows_uniform, out_signed)                 \
+             : dot_requantize_rows(a, lda, b, groups, t, q, 0, rows_uniform, out_signed))
+
 static void dot_requantize_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
                                 const gemm_quantization *q) {
     const int uniform = q->a_zero_uniform && q->b_zero_uniform;
     if (q->lo < 0.0)
-        uniform ? dot_requantize_rows(a, lda, b, groups, t, q, 1, 1) : dot_requantize_rows(a, lda, b, groups, t, q, 0, 1);
+        q->rows_uniform ? DOT_REQUANTIZE_ROWS(1, 1) : DOT_REQUANTIZE_ROWS(0, 1);
     else
-        uniform ? dot_requantize_rows(a, lda, b, groups, t, q, 1, 0) : dot_requantize_rows(a, lda, b, groups, t, q, 0, 0);
+        q->rows_uniform ? DOT_REQUANTIZE_ROWS(1, 0) : DOT_REQUANTIZE_ROWS(0, 0);
 }
 
 /* Row sums by vpsadbw (sums of 8 bytes each) over 64-byte chunks. */
