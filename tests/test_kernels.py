@@ -608,7 +608,7 @@ def test_matmul_many_a_panels_claimed_a_few_at_a_time(level, threads, thread_cou
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(thread_count)
     views = matmul_case(
-        rng, integers(rng, U8, (139, 200)), integers(rng, I8, (200, 100)), U8, I8, U8, True, True, True
+        rng, integers(rng, U8, (267, 200)), integers(rng, I8, (200, 100)), U8, I8, U8, True, True, True
     )
     check_matmul(views, U8)
 

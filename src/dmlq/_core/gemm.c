@@ -658,8 +658,9 @@ static void pack_unit(const batch_work *w, int thread, int r, ptrdiff_t unit) {
 
 /* A claim is a lock'd instruction, which waits until the tiles before it have stored their output: one
  * claim per tile of K = 4096 cost 4 % of a 2048 x 4096 x 4096 product (Zen 5, 1 thread). A unit of work
- * is therefore a block of B panels with as many A panels as make UNIT_GROUPS groups of 4 k. */
-enum { UNIT_GROUPS = 2048, MIN_A_UNITS = 8 };
+ * is therefore a block of B panels with as many A panels as make UNIT_GROUPS groups of 4 k, at most a
+ * sixteenth of them, so that the threads still share out enough units (the last one's tiles wait). */
+enum { UNIT_GROUPS = 2048, MIN_A_UNITS = 16 };
 
 static ptrdiff_t a_panels_per_unit(const gemm_context *c) {
     const ptrdiff_t block_groups = c->groups * block_panels(c);
