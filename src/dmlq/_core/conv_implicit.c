@@ -361,6 +361,19 @@ static void store_tile(const implicit_job *job, ptrdiff_t m0, ptrdiff_t rows, co
     }
 }
 
+/* The output lines of a tile's rows [m0, m0 + rows) asked for in exclusive state before its dot loop. */
+static void prefetch_outputs(const implicit_job *job, ptrdiff_t m0, ptrdiff_t rows, const segment *segments, int count,
+                             char *y) {
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        char *channel = y + (m0 + r) * job->p->y_strides[1];
+        for (int s = 0; s < count; s++) {
+            const int first = __builtin_ctzll(segments[s].mask), last = 63 - __builtin_clzll(segments[s].mask);
+            __builtin_prefetch(position_at(job, channel, segments[s].first + first), 1, 3);
+            __builtin_prefetch(position_at(job, channel, segments[s].first + last), 1, 3);
+        }
+    }
+}
+
 /* Tile `tile` of group g of a band of an image (output rows [row, row + rows), its planes of group g
  * at `planes`, the image's output at y): every panel of MR output channels over all of K. K is not cut
  * into chunks whose planes stay in L1: the planes' 3 lines per 24 vpdpbusd (12 cycles) come from L2
@@ -388,6 +401,7 @@ static void compute_tile(const implicit_job *job, const uint32_t *planes, ptrdif
             for (int j = 0; j < VECTORS; j++)
                 acc[r][j] = _mm512_set1_epi32(r < panel_rows ? job->out.channels[m0 + r].constant : 0);
         const int32_t *w = job->filter->a + (g * job->m_panels + mp) * job->k_groups * MR;
+        prefetch_outputs(job, m0, panel_rows, segments, count, y);
         for (ptrdiff_t t = 0; t < job->taps; t++) {
             const uint32_t *b = base + job->tap_offsets[t];
             for (ptrdiff_t q = 0; q < cq; q++, b += q_stride, w += MR) {
