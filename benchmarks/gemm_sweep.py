@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         result["limits"] = measure_limits(args, plan)
         result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
+        if not result["limits"]["unavailable"]:  # the machine's drift over the run, for the reader
+            result["limits"]["peak_after"] = sweep.peaks(args.levels, args.threads, plan.min_sample)
     finally:
         _core.set_level(_core.detected_level())
     report.write_results(

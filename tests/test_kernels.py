@@ -764,7 +764,9 @@ ESTIMATE_ON_THE_WRONG_SIDE = (
 @pytest.mark.parametrize("out_type", [U8, I8])
 @pytest.mark.parametrize("a_zero_per_row", [False, True])
 @pytest.mark.parametrize("scales", ESTIMATE_ON_THE_WRONG_SIDE)
-def test_matmul_requantization_where_the_estimate_is_wrong(level, scales, a_zero_per_row, out_type, output_rows):
+def test_matmul_requantization_where_the_estimate_is_wrong(
+    level, scales, a_zero_per_row, out_type, output_rows
+):
     """The kernels' float32 estimate of a quotient is within a few float32 roundings of the
     reference's and must defer to it near a tie. Sums of every integer in -8256..8382 (127 * x + w
     over 130 rows and 256 columns: full and partial tiles), under scales where the estimate rounds some

@@ -250,7 +250,10 @@ def limit_lines(result: dict[str, Any]) -> list[str]:
             lines.append(f"multiply peak at {level}: no loop measures it here")
         else:
             rates = ", ".join(f"T{t} {gops:.4g} GOPS" for t, gops in per_thread.items())
-            lines.append(f"multiply peak at {level} ({instruction} loop): {rates}")
+            again = limits.get("peak_after", {}).get(level, {})
+            after = ", ".join(f"T{t} {gops:.4g}" for t, gops in again.items() if gops is not None)
+            drift = f"; again after the rows (not used by the verdicts): {after}" if after else ""
+            lines.append(f"multiply peak at {level} ({instruction} loop): {rates}{drift}")
     return lines
 
 
