@@ -292,13 +292,11 @@ static ALWAYS_INLINE void dot_int32_rows(const uint8_t *a, ptrdiff_t lda, const 
     prefetch_output(t, GEMM_NR * 4);
     const int32_t *row_sums = t->row_sums + t->m0, *a_zero = q->a_zero + t->m0;
     const uint32_t b_zero = (uint32_t)q->b_zero[0];
-    {
-        column_block column[MAX_COLUMN_BLOCKS];
-        column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
-        EVERY_TILE_ROW(TILE_ROW_CORRECTED)
-        TILE_LOOP
-        EVERY_TILE_ROW(TILE_ROW_OUT)
-    }
+    column_block column[MAX_COLUMN_BLOCKS];
+    column_blocks(t, q, MAX_COLUMN_BLOCKS, column);
+    EVERY_TILE_ROW(TILE_ROW_CORRECTED)
+    TILE_LOOP
+    EVERY_TILE_ROW(TILE_ROW_OUT)
 }
 
 static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, const gemm_tile *t,
@@ -309,10 +307,11 @@ static void dot_int32_vnni(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptr
         dot_int32_rows(a, lda, b, groups, t, q, 0);
 }
 
-/* The reference's bytes of row i of the tile (its sums at `dot`, `corrected` already or not) through
- * requantize_16_exactly: every block, or (`near_only`) those of its blocks with a lane too near a tie
- * for the estimate (the others are stored already). Rare where the estimate serves: the sums are
- * corrected here again, so that the estimate's loop keeps them in registers. */
+/* The reference's bytes of row i of the tile (its sums at `dot`) through requantize_16_exactly: every
+ * block, or (`near_only`) those of its blocks with a lane too near a tie for the estimate (the others
+ * are stored already). A whole tile's sums come `corrected` (TILE_ROW_CORRECTED); others are corrected
+ * here again, so that the estimate's loop keeps its corrected sums in registers. Rare where the
+ * estimate serves. */
 static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, const column_block *column, int blocks,
                                                         const gemm_tile *t, ptrdiff_t i, const gemm_quantization *q,
                                                         int corrected, int near_only) {
