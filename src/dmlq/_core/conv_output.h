@@ -25,6 +25,7 @@
 #define DMLQ_CONV_OUTPUT_H
 
 #include "family.h"
+#include "narrow.h"
 
 typedef struct {
     int32_t constant; /* added to every sum of the channel (mod 2**32) */
@@ -79,7 +80,7 @@ static inline __m512i conv_dpbusd_vector(__m512i acc, __m512i x, __m512i w) {
 static inline __m512i conv_requantize(const conv_output *o, ptrdiff_t m, const __m512i *acc, int vectors,
                                       uint64_t valid) {
     const conv_channel *c = &o->channels[m];
-    const __m512i zero_point = _mm512_set1_epi32(o->y_zero_point);
+    const __m512i zero_point = _mm512_set1_epi16((short)o->y_zero_point);
     const __m512 factor = _mm512_set1_ps(c->factor);
     __m512i values[4];
     __mmask16 near[4] = {0, 0, 0, 0}, any = 0;
@@ -96,13 +97,9 @@ static inline __m512i conv_requantize(const conv_output *o, ptrdiff_t m, const _
             near[j] = _mm512_cmp_ps_mask(_mm512_abs_ps(fraction), _mm512_set1_ps(0.5f - 0x1p-11f), _CMP_NLT_UQ);
         }
         any |= near[j];
-        values[j] = _mm512_add_epi32(_mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                                     zero_point);
+        values[j] = _mm512_cvt_roundps_epi32(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
-    const __m512i words01 = _mm512_packs_epi32(values[0], values[1]), words23 = _mm512_packs_epi32(values[2], values[3]);
-    const __m512i bytes = o->lo < 0.0 ? _mm512_packs_epi16(words01, words23) : _mm512_packus_epi16(words01, words23);
-    /* dword 4 L + j of the packs holds vector j's lanes 4 L .. 4 L + 3 */
-    __m512i ordered = _mm512_permutexvar_epi32(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), bytes);
+    __m512i ordered = narrowed_64(values, zero_point, o->lo < 0.0);
     if (c->estimable && !any) return ordered;
     uint64_t lanes = valid;
     if (c->estimable)

@@ -1,6 +1,7 @@
 /* The matrix multiply's AVX-512 VNNI kernels: vpdpbusd dot products of 1-8 rows, a vectorised
  * requantization and the packing of B. (A few rows with a row-major B read in place: gemm_vnni_rows.c.) */
 #include "gemm_kernels.h"
+#include "narrow.h"
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_VNNI_FEATURES)
@@ -151,8 +152,8 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
 #define ROUNDING_MAGIC 0x1.8p23f
 #define ROUNDING_MAGIC_BITS 0x4B400000
 
-/* The estimate of round(acc * (as * bs) / os) + ozp for 16 accumulators into *rounded (`bias` is
- * M's bits less the zero point), round(y) into *integer, and y - round(y).
+/* The estimate of round(acc * (as * bs) / os) for 16 accumulators into *rounded (as int32) and *integer
+ * (as float32), and y - round(y).
  *
  * The reference's float64 quotient q is needed only near a tie of an unsaturated output, so first a
  * float32 estimate: y = float(acc) * f, f = float(as / os) * bs (`factors`) rounded to float32, y
@@ -161,12 +162,11 @@ static __m128i requantize_16_exactly(__m512i acc, const __m512d *bs, ptrdiff_t m
  * within 3.1 * 2**-24 * |y| of q. As |y| < 2**20 (`estimate`), t = fma(float(acc), f, M) is
  * M + round(y) (ROUNDING_MAGIC; ties to even, as M is even) and t's bits less M's are round(y);
  * y - round(y) comes from one more fused multiply-add, within 2**-25 of its exact value. */
-static ALWAYS_INLINE __m512 estimate_16(__m512i acc, __m512 factors, __m512i bias, __m512i *rounded,
-                                        __m512 *integer) {
+static ALWAYS_INLINE __m512 estimate_16(__m512i acc, __m512 factors, __m512i *rounded, __m512 *integer) {
     const __m512 magic = _mm512_set1_ps(ROUNDING_MAGIC), sums = _mm512_cvtepi32_ps(acc);
     const __m512 t = _mm512_fmadd_round_ps(sums, factors, magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     *integer = _mm512_sub_ps(t, magic); /* exact */
-    *rounded = _mm512_sub_epi32(_mm512_castps_si512(t), bias);
+    *rounded = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(ROUNDING_MAGIC_BITS));
     return _mm512_fmsub_round_ps(sums, factors, *integer, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
@@ -198,24 +198,21 @@ static ALWAYS_INLINE __mmask16 near_a_tie(tie_distance d) {
     return _mm512_cmp_ps_mask(g, _mm512_set1_ps(0.5f - 0x1p-20f), _CMP_GE_OQ);
 }
 
-/* A row's bytes from estimate_16, and whether a lane is too near a tie: the zero point is in the
- * integers, two saturating packs narrow them to int16 (a value beyond int16 saturates the byte either
- * way) and to bytes, and a dword permutation puts the blocks' 4-byte runs back in column order. */
+/* A row's bytes from estimate_16 with the zero point (int16 lanes) through narrowed_64 (a value beyond
+ * int16 saturates the byte either way; the fourth vector is a filler), and whether a lane is too near
+ * a tie. */
 static ALWAYS_INLINE __mmask16 estimate_row(const __m512i *acc, const __m512 *factors, const __mmask16 *masks,
-                                      __m512i bias, const int blocks, const int out_signed, __m512i *bytes) {
-    __m512i rounded[3];
+                                            __m512i zero_point, const int blocks, const int out_signed,
+                                            __m512i *bytes) {
+    __m512i rounded[4];
     tie_distance farthest = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int j = 0; j < blocks; j++) {
         __m512 integer;
-        const __m512 fraction = estimate_16(acc[j], factors[j], bias, &rounded[j], &integer);
+        const __m512 fraction = estimate_16(acc[j], factors[j], &rounded[j], &integer);
         farthest = farther(farthest, masks[j], fraction, integer);
     }
-    for (int j = blocks; j < 3; j++) rounded[j] = _mm512_setzero_si512();
-    const __m512i low = _mm512_packs_epi32(rounded[0], rounded[1]), high = _mm512_packs_epi32(rounded[2], rounded[2]);
-    const __m512i packed = out_signed ? _mm512_packs_epi16(low, high) : _mm512_packus_epi16(low, high);
-    /* lane L holds 4 bytes of each block (columns 4L..4L+3 of blocks 0, 1, 2, 2) */
-    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-    *bytes = _mm512_permutexvar_epi32(order, packed);
+    for (int j = blocks; j < 4; j++) rounded[j] = rounded[0];
+    *bytes = narrowed_64(rounded, zero_point, out_signed);
     return near_a_tie(farthest);
 }
 
@@ -324,8 +321,7 @@ static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, cons
         const __m512i acc = corrected ? dot_sums : corrected_sums(dot_sums, &column[j], row_sum, row_sum, za, 0);
         __m512i rounded;
         __m512 integer;
-        const __m512 fraction = estimate_16(acc, _mm512_mul_ps(row_factor, column[j].factor), _mm512_setzero_si512(),
-                                            &rounded, &integer);
+        const __m512 fraction = estimate_16(acc, _mm512_mul_ps(row_factor, column[j].factor), &rounded, &integer);
         const tie_distance none = {_mm512_setzero_ps(), _mm512_setzero_ps()};
         if (near_only && !near_a_tie(farther(none, column[j].mask, fraction, integer))) continue;
         const __m512d bs[2] = {_mm512_loadu_pd(q->b_scale + n), _mm512_loadu_pd(q->b_scale + n + 8)};
@@ -336,17 +332,17 @@ static __attribute__((noinline)) void store_row_exactly(const int32_t *dot, cons
 }
 
 /* A row's factors (its row factor times the column factors, the caller's copies: the char stores could
- * alias q) and the estimate's bias (estimate_16) for its output zero point. */
+ * alias q) and its output zero point in int16 lanes (narrowed_64's). */
 typedef struct {
     __m512 factors[3];
-    __m512i bias;
+    __m512i zero_point;
 } row_terms;
 
 static ALWAYS_INLINE row_terms terms_of_row(const __m512 *column_factor, float row_factor, double zero_point,
                                             const int blocks) {
     row_terms terms;
     for (int j = 0; j < blocks; j++) terms.factors[j] = _mm512_mul_ps(_mm512_set1_ps(row_factor), column_factor[j]);
-    terms.bias = _mm512_set1_epi32(ROUNDING_MAGIC_BITS - (int32_t)zero_point);
+    terms.zero_point = _mm512_set1_epi16((short)zero_point);
     return terms;
 }
 
@@ -355,7 +351,7 @@ static ALWAYS_INLINE row_terms terms_of_row(const __m512 *column_factor, float r
 static ALWAYS_INLINE __mmask16 requantize_row(const __m512i *acc, const row_terms *terms, const __mmask16 *masks,
                                               __mmask64 row_mask, const int blocks, const int out_signed, char *out) {
     __m512i bytes;
-    const __mmask16 near = estimate_row(acc, terms->factors, masks, terms->bias, blocks, out_signed, &bytes);
+    const __mmask16 near = estimate_row(acc, terms->factors, masks, terms->zero_point, blocks, out_signed, &bytes);
     _mm512_mask_storeu_epi8(out, row_mask, bytes);
     return near;
 }
