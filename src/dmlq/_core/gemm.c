@@ -923,6 +923,15 @@ static const column_quantization *columns_of(const gemm_context *c, column_quant
 }
 
 /* The per-row vectors, padded with zeros (and factors of 1) to whole panels, with the column side. */
+static int same_bits(float x, float y) { return memcmp(&x, &y, sizeof x) == 0; }
+
+/* Whether row m's scales and zero points are row m - 1's, bit for bit: its quantization is then the
+ * same, without the divisions (11 us of a 2048 x 768 x 768 call otherwise, Zen 5). */
+static int same_row_parameters(const dmlq_gemm_problem *p, ptrdiff_t m) {
+    return same_bits(p->a_scale[m], p->a_scale[m - 1]) && same_bits(p->out_scale[m], p->out_scale[m - 1]) &&
+           same_bits(p->out_zero_point[m], p->out_zero_point[m - 1]) && p->a_zero_point[m] == p->a_zero_point[m - 1];
+}
+
 static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros,
                               const column_quantization *columns) {
     const dmlq_gemm_problem *p = c->p;
@@ -934,6 +943,11 @@ static void fill_quantization(gemm_context *c, double *doubles, float *floats, i
     double largest_row_factor = 0.0;
     for (ptrdiff_t m = 0; m < rows; m++) {
         const int real = m < p->m;
+        if (real && m > 0 && same_row_parameters(p, m)) { /* per-tensor ones, given for every row */
+            a_scale[m] = a_scale[m - 1], divisor[m] = divisor[m - 1], zero_point[m] = zero_point[m - 1];
+            row_factor[m] = row_factor[m - 1], a_zero[m] = a_zero[m - 1];
+            continue;
+        }
         a_scale[m] = real ? (double)p->a_scale[m] : 0.0;
         divisor[m] = !real ? 1.0 : p->reciprocal ? (double)(1.0f / p->out_scale[m]) : (double)p->out_scale[m];
         const double factor = !real ? 1.0 : a_scale[m] * (p->reciprocal ? divisor[m] : 1.0 / divisor[m]);
