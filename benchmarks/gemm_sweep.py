@@ -116,10 +116,12 @@ class Runner:
         return bench.run_cases([case], self.threads, self.plan, self.setters)[case.key]
 
 
-def measure_limits(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
-    """Every level's multiply peak, and the read bandwidth of every B (rows with M <= 8 need it), each
-    probe's runs as long as the plan's samples; where the probes cannot be built, why not (the rows
-    are then held against no limit)."""
+def measure_limits(
+    args: argparse.Namespace, plan: Plan, shapes: list[tuple[int, int]], reading: bool
+) -> dict[str, Any]:
+    """Every level's multiply peak and, if ``reading`` (rows with M <= 8 need it), the read bandwidth
+    of a B of each of ``shapes``, each probe's runs as long as the plan's samples; where the probes
+    cannot be built, why not (the rows are then held against no limit)."""
     instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
     limits: dict[str, Any] = {
         "unavailable": None,
@@ -129,8 +131,8 @@ def measure_limits(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
     }
     try:
         limits["peak"] = sweep.peaks(args.levels, args.threads, plan.min_sample)
-        if min(args.m) <= sweep.BANDWIDTH_BOUND_M:
-            for k, n in args.shapes:
+        if reading:
+            for k, n in shapes:
                 limits["bandwidth"][f"{k}x{n}"] = {
                     "bytes_per_second": sweep.read_bandwidths(k, n, args.threads, plan.min_sample)
                 }
@@ -144,17 +146,27 @@ Peers = dict[str, tuple[ModuleType | None, str]]  # contender name: its module, 
 
 def measure_rows(args: argparse.Namespace, runner: Runner, limits: dict[str, Any], rng: np.random.Generator,
                  peers: Peers) -> tuple[list[dict], list[dict]]:  # fmt: skip
-    """Every row's summary and per-level analysis, and the targets' verdicts."""
+    """Every row's summary and per-level analysis, and the targets' verdicts. Each row is held against
+    the limits measured again just before it: the machine's speed drifts within a run (the vpdpbusd
+    loop measured 1956 GOPS before a run's rows and 2169 after them, Zen 5), and a row's minutes are
+    its own limit's."""
     entries, verdicts = [], []
     for row in sweep.rows(args.dtypes, args.scales, args.shapes, args.m):
+        own = (
+            limits
+            if limits["unavailable"]
+            else measure_limits(args, runner.plan, [(row.k, row.n)], row.m <= sweep.BANDWIDTH_BOUND_M)
+        )
         case = sweep.row_case(row, args.levels, rng, peers[sweep.ORT][0], peers[sweep.TORCH][0])
         for name, (_, why) in peers.items():
             if why:
                 case.skipped.setdefault(name, why)
         summary = runner.run(case)
         del case  # its sessions and packings: one row's worth of memory at a time
-        levels = {level: sweep.analyse(row, summary, level, limits) for level in args.levels}
-        entries.append({"key": row.key, **dataclasses.asdict(row), "summary": summary, "levels": levels})
+        levels = {level: sweep.analyse(row, summary, level, own) for level in args.levels}
+        entries.append(
+            {"key": row.key, **dataclasses.asdict(row), "summary": summary, "levels": levels, "limits": own}
+        )
         for level, analysis in levels.items():
             verdicts += sweep.verdicts(row, level, analysis)
     return entries, verdicts
@@ -184,7 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_before = time.perf_counter(), os.getloadavg()
     result = {"meta": meta(args, plan, peers)}
     try:
-        result["limits"] = measure_limits(args, plan)
+        result["limits"] = measure_limits(args, plan, args.shapes, min(args.m) <= sweep.BANDWIDTH_BOUND_M)
         result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
         if not result["limits"]["unavailable"]:  # the machine's drift over the run, for the reader
             result["limits"]["peak_after"] = sweep.peaks(args.levels, args.threads, plan.min_sample)

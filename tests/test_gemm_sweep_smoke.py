@@ -76,18 +76,27 @@ def test_packed_and_unpacked_dmlq_agree_at_every_level_and_onnxruntime_agrees_wh
             assert checks[ORT]["mismatches"] == checks[ORT_PREPACKED]["mismatches"] == 0, row["key"]
 
 
-def test_limits_and_fractions_follow_from_the_measurements(run):
-    _, result, _ = run
-    limits = result["limits"]
-    copy_rates = limits["bandwidth"]["67x33"]["bytes_per_second"]
-    assert copy_rates["2"] >= copy_rates["1"] > 0
-    assert set(limits["peak"]) == set(limits["peak_instruction"]) == set(result["meta"]["levels"])
+def assert_measured(limits: dict, levels: list[str], shapes: set[str]) -> None:
+    assert set(limits["bandwidth"]) == shapes
+    for measured in limits["bandwidth"].values():
+        assert measured["bytes_per_second"]["2"] >= measured["bytes_per_second"]["1"] > 0
+    assert set(limits["peak"]) == set(limits["peak_instruction"]) == set(levels)
     for level, per_thread in limits["peak"].items():
         if limits["peak_instruction"][level] is None:  # AMX: no loop measures its peak
             assert per_thread == {"1": None, "2": None}
         else:
             assert per_thread["2"] >= per_thread["1"] > 0
+
+
+def test_limits_and_fractions_follow_from_the_measurements_just_before_each_row(run):
+    _, result, _ = run
+    levels = result["meta"]["levels"]
+    assert_measured(result["limits"], levels, {"67x33"})
+    assert set(result["limits"]["peak_after"]) == set(levels)
     for row in result["rows"]:
+        limits = row["limits"]  # the row's own: B read only for M <= 8
+        assert_measured(limits, levels, {"67x33"} if row["m"] == 1 else set())
+        copy_rates = limits["bandwidth"].get("67x33", {}).get("bytes_per_second")
         for level, analysis in row["levels"].items():
             packed = row["summary"]["contenders"][f"dmlq packed [{level}]"]["best"]
             bound = analysis["limit"]
@@ -128,6 +137,7 @@ def test_table_chart_and_load_are_written(run):
     markdown = (out / "gemm_sweep.md").read_text()
     assert markdown.startswith("# dmlq matrix multiply sweep")
     assert "Load average" in markdown and set(result["meta"]["load_average"]) == {"before", "after"}
+    assert "multiply peak at portable before each row (the rows' limits): T1 " in markdown
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "gemm_sweep.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -142,7 +152,7 @@ def test_where_the_probes_cannot_be_built_no_row_is_held_against_a_limit(monkeyp
 
     monkeypatch.setattr(ceilings, "_library", no_compiler)
     args = gemm_sweep.parse(["--m", "1,12", "--shapes", "67x33", "--levels", "portable"])
-    limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"])
+    limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"], args.shapes, reading=True)
     assert limits["unavailable"] == "cannot run the C compiler 'cc'"
     for row in sweep.rows(["u8s8"], ["tensor"], [(67, 33)], [1, 12]):
         assert sweep.limit(row, "portable", "1", limits) == ("unmeasured", None)

@@ -5,9 +5,9 @@ M, K, N. Its contenders: dmlq with B packed once and dmlq unpacked, each at ever
 for (the level set before each call), onnxruntime's QLinearMatMul with B an initializer (prepacked)
 and fed as an input, and fbgemm's quantized linear with a prepacked weight.
 
-The limit a row is held against, measured in the same run by bare loops (``ceilings``): the peak of
-the level's multiply instruction (vpdpbusd at avx512_vnni, vpmaddwd at avx2) and, for M <= 8, reading
-B once (bytes of B over the rate at which a B-sized buffer is read), whichever is lower.
+The limit a row is held against, measured by bare loops (``ceilings``) just before the row: the peak
+of the level's multiply instruction (vpdpbusd at avx512_vnni, vpmaddwd at avx2) and, for M <= 8,
+reading B once (bytes of B over the rate at which a B-sized buffer is read), whichever is lower.
 """
 
 from __future__ import annotations
@@ -252,9 +252,41 @@ def limit_lines(result: dict[str, Any]) -> list[str]:
             rates = ", ".join(f"T{t} {gops:.4g} GOPS" for t, gops in per_thread.items())
             again = limits.get("peak_after", {}).get(level, {})
             after = ", ".join(f"T{t} {gops:.4g}" for t, gops in again.items() if gops is not None)
-            drift = f"; again after the rows (not used by the verdicts): {after}" if after else ""
-            lines.append(f"multiply peak at {level} ({instruction} loop): {rates}{drift}")
+            drift = f"; again after the rows: {after}" if after else ""
+            lines.append(f"multiply peak at {level} ({instruction} loop), before the rows: {rates}{drift}")
+    return lines + row_limit_lines(result)
+
+
+def row_limit_lines(result: dict[str, Any]) -> list[str]:
+    """The range of the limits measured before each row, which the verdicts use."""
+    measured = [entry["limits"] for entry in result["rows"] if not entry["limits"]["unavailable"]]
+    lines = []
+    for level in result["limits"]["peak"]:
+        peaks = [limits["peak"][level] for limits in measured]
+        if any(gops is not None for per_thread in peaks for gops in per_thread.values()):
+            lines.append(
+                f"multiply peak at {level} before each row (the rows' limits): {_ranges(peaks, 1)} GOPS"
+            )
+    rates = [shape["bytes_per_second"] for limits in measured for shape in limits["bandwidth"].values()]
+    if rates:
+        lines.append(
+            f"read bandwidth of B before each row with M <= {BANDWIDTH_BOUND_M}: {_ranges(rates, 1e9)} GB/s"
+        )
     return lines
+
+
+def _ranges(measurements: list[dict[str, float | None]], unit: float) -> str:
+    """Per thread count, the lowest and highest of the measurements, in ``unit``s.
+
+    >>> _ranges([{"1": 2e9, "2": 4e9}, {"1": 3e9, "2": None}], 1e9)
+    'T1 2-3, T2 4-4'
+    """
+    by_threads: dict[str, list[float]] = {}
+    for per_thread in measurements:
+        for threads, value in per_thread.items():
+            if value is not None:
+                by_threads.setdefault(threads, []).append(value / unit)
+    return ", ".join(f"T{t} {min(v):.4g}-{max(v):.4g}" for t, v in by_threads.items())
 
 
 def mismatch_lines(result: dict[str, Any]) -> list[str]:
@@ -293,8 +325,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "GOPS = 2·M·N·K / time at the contender's fastest thread count (T), ± half the interquartile "
         "range of its samples. Ratios: peer time / dmlq time, best against best (above 1: dmlq is faster). "
-        "Limit: the measured peak of the level's multiply instruction and, for M <= 8, reading B at the "
-        "measured read bandwidth of a B-sized buffer, whichever is lower (bare loops, best of their runs).",
+        "Limit: the peak of the level's multiply instruction and, for M <= 8, reading B at the read "
+        "bandwidth of a B-sized buffer, whichever is lower, measured just before the row (bare loops, "
+        "best of their runs).",
         "",
         markdown_table(TABLE_HEADER, table_rows(result)),
         "",
