@@ -817,6 +817,30 @@ def test_matmul_nonfinite_scales_and_ties(level):
             check_matmul(views, U8, reciprocal)
 
 
+def test_matmul_rows_repeating_their_predecessors_parameters(level):
+    """Per-row parameters in runs: a row whose scales and zero points are bit for bit the previous
+    row's takes that row's quantization. Rows that differ from it in one field only, in a zero's sign,
+    or by a NaN (never equal to itself) are computed for themselves."""
+    rng = np.random.default_rng(24)
+    m, k, n = 19, 40, 37
+    a_scale = F32([0.02] * 3 + [0.03] * 4 + [0.03, 0.03, np.nan, np.nan, 0.0, -0.0, 0.0] + [0.02] * 5)
+    out_scale = F32([0.5] * 7 + [0.7] + [0.7] * 6 + [-0.0, 0.0, 0.0, 0.5, 0.5])
+    out_zero = U8([3] * 8 + [4] + [4] * 10)
+    a_zero = U8([100] * 5 + [101] + [100] * 13)
+    views = {
+        "a": integers(rng, U8, (m, k)),
+        "a_scale": a_scale.reshape(m, 1),
+        "a_zero_point": a_zero.reshape(m, 1),
+        "b": integers(rng, I8, (k, n)),
+        "b_scale": F32([[0.01]]),
+        "b_zero_point": None,
+        "output_scale": out_scale.reshape(m, 1),
+        "output_zero_point": out_zero.reshape(m, 1),
+    }
+    for reciprocal in (False, True):
+        check_matmul(views, U8, reciprocal)
+
+
 @pytest.mark.parametrize("odd_one", [np.nan, np.inf, -np.inf, 1e-40, 3e38, 0.0, -0.0])
 def test_matmul_one_odd_column_scale(level, odd_one):
     """One column's scale not finite, denormal, huge or zero among ordinary ones: that column as the

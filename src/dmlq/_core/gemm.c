@@ -922,7 +922,6 @@ static const column_quantization *columns_of(const gemm_context *c, column_quant
     return &cache->columns;
 }
 
-/* The per-row vectors, padded with zeros (and factors of 1) to whole panels, with the column side. */
 static int same_bits(float x, float y) { return memcmp(&x, &y, sizeof x) == 0; }
 
 /* Whether row m's scales and zero points are row m - 1's, bit for bit: its quantization is then the
@@ -932,6 +931,7 @@ static int same_row_parameters(const dmlq_gemm_problem *p, ptrdiff_t m) {
            same_bits(p->out_zero_point[m], p->out_zero_point[m - 1]) && p->a_zero_point[m] == p->a_zero_point[m - 1];
 }
 
+/* The per-row vectors, padded with zeros (and factors of 1) to whole panels, with the column side. */
 static void fill_quantization(gemm_context *c, double *doubles, float *floats, int32_t *zeros,
                               const column_quantization *columns) {
     const dmlq_gemm_problem *p = c->p;
