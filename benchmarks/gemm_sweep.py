@@ -148,8 +148,8 @@ def measure_rows(args: argparse.Namespace, runner: Runner, limits: dict[str, Any
                  peers: Peers) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """Every row's summary and per-level analysis, and the targets' verdicts. Each row is held against
     the limits measured again just before it: the machine's speed drifts within a run (the vpdpbusd
-    loop measured 1956 GOPS before a run's rows and 2169 after them, Zen 5), and a row's minutes are
-    its own limit's."""
+    loop measured 1956 GOPS before a run's rows and 2169 after them, Zen 5), so each row's limit comes
+    from the same minutes as the row."""
     entries, verdicts = [], []
     for row in sweep.rows(args.dtypes, args.scales, args.shapes, args.m):
         own = (
