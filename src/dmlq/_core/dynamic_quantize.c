@@ -206,7 +206,10 @@ void dmlq_dynamic_parameters(float lo, float hi, int is_signed, float *scale, in
 #define NEAR_HALF (0.5f - 0x1p-13f)
 #define NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-typedef struct {
+typedef struct quantize_job quantize_job;
+typedef void (*piece_quantizer)(const quantize_job *job, const float *x, uint8_t *out, ptrdiff_t count);
+
+struct quantize_job {
     const float *x;
     uint8_t *out;
     ptrdiff_t count, piece, pieces;
@@ -215,7 +218,8 @@ typedef struct {
     float scale, inverse; /* inverse: float32(1 / scale) */
     int32_t zero_point;
     int is_signed, reciprocal;
-} quantize_job;
+    piece_quantizer quantize_piece; /* the level's, chosen once */
+};
 
 #if DMLQ_X86
 DMLQ_BEGIN_TARGET(DMLQ_AVX512_FEATURES)
@@ -317,16 +321,18 @@ static void quantize_piece_avx2(const quantize_job *job, const float *x, uint8_t
 DMLQ_END_TARGET
 #endif
 
+/* The current level's piece_quantizer (dmlq_dynamic_quantize_linear declines below AVX2 and without x86). */
+static piece_quantizer level_quantizer(void) {
+#if DMLQ_X86
+    return dmlq_level() >= DMLQ_LEVEL_AVX512 ? quantize_piece_avx512 : quantize_piece_avx2;
+#else
+    return NULL;
+#endif
+}
+
 static void quantize_unit(quantize_job *job, ptrdiff_t unit) {
     const ptrdiff_t first = unit * job->piece, count = job->count - first < job->piece ? job->count - first : job->piece;
-#if DMLQ_X86
-    if (dmlq_level() >= DMLQ_LEVEL_AVX512)
-        quantize_piece_avx512(job, job->x + first, job->out + first, count);
-    else
-        quantize_piece_avx2(job, job->x + first, job->out + first, count);
-#else
-    (void)count; /* never reached: dmlq_dynamic_quantize_linear declines without x86 */
-#endif
+    job->quantize_piece(job, job->x + first, job->out + first, count);
 }
 
 static void quantize_task(void *context, int thread, int threads) {
@@ -354,7 +360,8 @@ int dmlq_dynamic_quantize_linear(const float *x, ptrdiff_t count, int is_signed,
     if (!DMLQ_X86 || dmlq_level() < DMLQ_LEVEL_AVX2 || !isfinite(lo) || !isfinite(hi) || !is_normal(*scale) ||
         !is_normal(inverse))
         return 0;
-    quantize_job job = {x, out, count, piece, pieces, reader, {0}, *scale, inverse, *zero_point, is_signed, reciprocal};
+    quantize_job job = {x, out, count, piece, pieces, reader, {0}, *scale, inverse, *zero_point, is_signed, reciprocal,
+                        level_quantizer()};
     dmlq_parallel(quantize_task, &job, count < 4 * PIECE ? 1 : threads);
     return 1;
 }

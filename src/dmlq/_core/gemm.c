@@ -311,6 +311,7 @@ typedef struct {
     ptrdiff_t *counters;     /* work claimed so far: batches, or per batch and range its packing and tiles,
                               * each counter COUNTER_SPACING apart */
     ptrdiff_t counter_stride; /* ranges per batch and phase (the requested thread count) */
+    ptrdiff_t a_per_unit;     /* A panels in a claimed unit of work with a block of B (a_panels_per_unit) */
 } gemm_context;
 
 /* Where A panel `panel` of a batch starts, and its row stride: in A itself, or among the copies. */
@@ -668,15 +669,12 @@ static ptrdiff_t a_panels_per_unit(const gemm_context *c) {
     return most < 1 ? 1 : min_size((UNIT_GROUPS + block_groups - 1) / block_groups, most);
 }
 
-static ptrdiff_t a_panel_groups(const gemm_context *c) {
-    const ptrdiff_t per_unit = a_panels_per_unit(c);
-    return (c->m_panels + per_unit - 1) / per_unit;
-}
+static ptrdiff_t a_panel_groups(const gemm_context *c) { return (c->m_panels + c->a_per_unit - 1) / c->a_per_unit; }
 
-/* Unit `group` of A panels (a_panels_per_unit of them) with the B block from panel nb. */
+/* Unit `group` of A panels (a_per_unit of them) with the B block from panel nb. */
 static void compute_blocks(const gemm_context *c, ptrdiff_t group, ptrdiff_t nb, ptrdiff_t n_end, ptrdiff_t batch) {
-    const ptrdiff_t per_unit = a_panels_per_unit(c), end = min_size((group + 1) * per_unit, c->m_panels);
-    for (ptrdiff_t m = group * per_unit; m < end; m++) compute_block(c, c->packed, batch, m, nb, n_end);
+    const ptrdiff_t end = min_size((group + 1) * c->a_per_unit, c->m_panels);
+    for (ptrdiff_t m = group * c->a_per_unit; m < end; m++) compute_block(c, c->packed, batch, m, nb, n_end);
 }
 
 static int split_columns(const batch_work *w) { return w->c->n_panels >= w->threads; }
@@ -1119,6 +1117,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.k_shares = split_k_shares(&c, threads);
     c.b_by_chunk = packs_b_by_chunk(&c, threads);
     c.counter_stride = threads;
+    c.a_per_unit = a_panels_per_unit(&c);
     const int buffers = c.per_thread_batches ? threads : 1;
     const ptrdiff_t counters = 2 * p->batches * threads;
     packed_operands local_packed[LOCAL_BUFFERS] = {{0}};
