@@ -15,15 +15,21 @@ static inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
     return acc;
 }
 
+/* dpbusd reading `b` itself: a matrix-vector product's one use of each vector of B. */
+static inline __m512i dpbusd_from(__m512i acc, __m512i a, const int8_t *b) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "m"(*(const __m512i *)b));
+    return acc;
+}
+
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* Over a long K (PREFETCH_MIN_GROUPS groups or more, whose panels are streamed from L3 or memory),
  * two or more rows ask for B's bytes 96 groups (18 KiB) ahead: the hardware prefetchers alone leave
  * such a panel at two thirds of the read bandwidth (Zen 5, 1 thread, a 4096 x 11008 B from memory:
  * 1190 -> 660 us for 7 rows, 850 -> 765 for 2, 1295 -> 690 for 8; whole calls 8 x 4096 x 11008
- * 1219 -> 792 us, 8 x 4096 x 4096 297 -> 270, 128 x 4096 x 11008 11.7 -> 11.3 ms). One row, which
- * waits on its loads alone, gains nothing; panels of a shorter K are read again from L2 by the next
- * tiles, where the prefetches cost 1 % (128 x 1024 x 1024, batched [8,1,512,512]). */
+ * 1219 -> 792 us, 8 x 4096 x 4096 297 -> 270, 128 x 4096 x 11008 11.7 -> 11.3 ms). One row loses
+ * (dot_rows); panels of a shorter K are read again from L2 by the next tiles, where the prefetches
+ * cost 1 % (128 x 1024 x 1024, batched [8,1,512,512]). */
 enum { PREFETCH_BYTES = 96 * GEMM_NR * 4, PREFETCH_MIN_GROUPS = 512 };
 
 static ALWAYS_INLINE void prefetch_b(const int8_t *b) {
@@ -33,7 +39,11 @@ static ALWAYS_INLINE void prefetch_b(const int8_t *b) {
 /* `rows` x 16 `vectors` accumulators in registers, in `sets` sets that take turns by group (a row's chains
  * of dependent vpdpbusd are then `sets` times shorter: one or two rows would otherwise wait on the
  * instruction's latency, not on B's bytes); per group, `vectors` vectors of B' and `rows` broadcast
- * dwords of A'. A tile of fewer real rows is computed for them alone: a matrix-vector product
+ * dwords of A'. One row's vpdpbusd reads B' itself: a load of its own for each vector left that row
+ * below the read bandwidth with B streamed from memory (Zen 5, 1 x 4096 x 11008: 54-56 GB/s at 1
+ * thread and 99-100 at 2, against 62-66 and 108-109; a bare loop of each kind 63 and 76 at 1 thread,
+ * where reading alone did 72-76), and asking for B's bytes ahead as well lost again (48-55 at 1
+ * thread). A tile of fewer real rows is computed for them alone: a matrix-vector product
  * does one vpdpbusd per 64 bytes of B, not MR; and a tile of fewer real columns (B's last panel)
  * for their vectors alone. */
 static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int32_t *tile,
@@ -48,12 +58,14 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, ptrdiff_t lda, const int8_t
         for (int s = 0; s < sets; s++, a += 4, b += GEMM_NR * 4) {
             if (ahead) prefetch_b(b);
             __m512i bv[VECTORS];
-            for (int j = 0; j < vectors; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
+            if (rows > 1)
+                for (int j = 0; j < vectors; j++) bv[j] = _mm512_load_si512((const void *)(b + 64 * j));
             for (int m = 0; m < rows; m++) {
                 int32_t word;
                 memcpy(&word, a + m * lda, 4);
                 const __m512i av = _mm512_set1_epi32(word);
-                for (int j = 0; j < vectors; j++) acc[s][m][j] = dpbusd(acc[s][m][j], av, bv[j]);
+                for (int j = 0; j < vectors; j++)
+                    acc[s][m][j] = rows == 1 ? dpbusd_from(acc[s][m][j], av, b + 64 * j) : dpbusd(acc[s][m][j], av, bv[j]);
             }
         }
     for (; g < groups; g++, a += 4, b += GEMM_NR * 4) /* the last groups, fewer than `sets` */
