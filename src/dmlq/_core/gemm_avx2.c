@@ -29,7 +29,7 @@ enum {
     NR = 16,
     PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
     PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
-    PREFETCH_BYTES = 4096,
+    PREFETCH_BYTES = 16384, /* B' panels are asked for this far ahead (dot_rows) */
     ROW_MAJOR_ROWS = 8,  /* rows of A with a row-major B, */
     ROW_MAJOR_GROUP = 4, /* in groups of 4 rows */
     ROW_MAJOR_WIDEST = 4 /* and up to 4 panels at a time: their accumulators stay in registers */
@@ -47,22 +47,32 @@ static ALWAYS_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
     return acc;
 }
 
-/* dot(A', B') of `rows` rows x NR columns of a packed panel over `pairs` pairs of k, into
- * tile[MR * NR]. */
-static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t pairs, int32_t *tile, const int rows) {
+/* Adds `rows` rows' products with one pair of k of a B' panel (NR columns of 2 bytes) to acc. */
+static ALWAYS_INLINE void dot_pair(const uint8_t *a, const int8_t *b, __m256i acc[][2], const int rows) {
+    const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+    const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+    for (int m = 0; m < rows; m++) {
+        int32_t words;
+        memcpy(&words, a + 4 * m, 4);
+        const __m256i pair = _mm256_set1_epi32(words);
+        acc[m][0] = add_products(acc[m][0], pair, left);
+        acc[m][1] = add_products(acc[m][1], pair, right);
+    }
+}
+
+/* dot(A', B') of `rows` rows x NR columns of a packed panel over `groups` groups of 4 k (a line of
+ * B' each), into tile[MR * NR], asking for B's line PREFETCH_BYTES ahead. A panel streamed from
+ * memory otherwise waits on it: at 4 KiB ahead, asked for at each pair, 1 x 4096 x 11008 read B at
+ * 30 GB/s at 1 thread and 58-62 at 2; at 16 KiB, once a line, 50-51 and 98-101 (Zen 5, level avx2);
+ * 2 rows 24-25 and 51 -> 42 and 81, 4 rows 20 and 39 -> 23.5 and 43-47. 24 and 32 KiB were slower,
+ * 12 as fast; B in L2 or L3 (768^2, 1024^2, 4096^2) and M = 32 and 128 took the same time. */
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t groups, int32_t *tile, const int rows) {
     __m256i acc[MR][2];
     for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-    for (ptrdiff_t p = 0; p < pairs; p++, a += PAIR_A_BYTES, b += PAIR_B_BYTES) {
+    for (ptrdiff_t g = 0; g < groups; g++, a += 2 * PAIR_A_BYTES, b += 2 * PAIR_B_BYTES) {
         _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
-        const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-        const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
-        for (int m = 0; m < rows; m++) {
-            int32_t words;
-            memcpy(&words, a + 4 * m, 4);
-            const __m256i pair = _mm256_set1_epi32(words);
-            acc[m][0] = add_products(acc[m][0], pair, left);
-            acc[m][1] = add_products(acc[m][1], pair, right);
-        }
+        dot_pair(a, b, acc, rows);
+        dot_pair(a + PAIR_A_BYTES, b + PAIR_B_BYTES, acc, rows);
     }
     for (int m = 0; m < rows; m++) {
         _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
@@ -74,14 +84,13 @@ static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t
                      int32_t *tile) {
     (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
     (void)columns;
-    const ptrdiff_t pairs = 2 * groups;
     switch (rows) {
-    case 1: dot_rows(a, b, pairs, tile, 1); break;
-    case 2: dot_rows(a, b, pairs, tile, 2); break;
-    case 3: dot_rows(a, b, pairs, tile, 3); break;
-    case 4: dot_rows(a, b, pairs, tile, 4); break;
-    case 5: dot_rows(a, b, pairs, tile, 5); break;
-    default: dot_rows(a, b, pairs, tile, MR); break;
+    case 1: dot_rows(a, b, groups, tile, 1); break;
+    case 2: dot_rows(a, b, groups, tile, 2); break;
+    case 3: dot_rows(a, b, groups, tile, 3); break;
+    case 4: dot_rows(a, b, groups, tile, 4); break;
+    case 5: dot_rows(a, b, groups, tile, 5); break;
+    default: dot_rows(a, b, groups, tile, MR); break;
     }
 }
 
