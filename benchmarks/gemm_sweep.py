@@ -31,9 +31,10 @@ PLANS = {
     "quick": Plan(runs=3, warmups=1, budget=1.0, min_sample=0.005),
 }
 NOTES = [
-    "read bandwidth: bytes per second at which T threads read a buffer of B's size, each its share, "
-    "again and again (read only, as a multiply streams B; from L2, L3 or DRAM as B is); best of 7 runs, "
-    "at T2 the better of 1 and 2 threads",
+    "reading B (rows with M <= 8): a bare loop in which T threads read a buffer of B's size, each its "
+    "share, read only (as a multiply streams B; from L2, L3 or DRAM as B is), timed as one of the row's "
+    "contenders, its samples interleaved with theirs; a call makes its passes over 2 GiB; at T2 the "
+    "better of 1 and 2 threads",
     "multiply peak: GOPS of a bare loop of the level's multiply instruction shaped as its kernel's tile "
     "(vpdpbusd zmm 8 x 48 at avx512_vnni, vpmaddwd + vpaddd ymm 6 x 16 at avx2 and avx512, SSE2 pmaddwd "
     "at portable; operands loaded from L1 and broadcast), per second of each thread's CPU time; best of "
@@ -116,28 +117,16 @@ class Runner:
         return bench.run_cases([case], self.threads, self.plan, self.setters)[case.key]
 
 
-def measure_limits(
-    args: argparse.Namespace, plan: Plan, shapes: list[tuple[int, int]], reading: bool
-) -> dict[str, Any]:
-    """Every level's multiply peak and, if ``reading`` (rows with M <= 8 need it), the read bandwidth
-    of a B of each of ``shapes``, each probe's runs as long as the plan's samples; where the probes
-    cannot be built, why not (the rows are then held against no limit)."""
+def measure_limits(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
+    """Every level's multiply peak, each probe's runs as long as the plan's samples; where the probes
+    cannot be built, why not (the rows are then held against no limit). Reading B, the other limit
+    of rows with M <= 8, is one of their contenders (sweep.reading_b)."""
     instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
-    limits: dict[str, Any] = {
-        "unavailable": None,
-        "bandwidth": {},
-        "peak": {},
-        "peak_instruction": instructions,
-    }
+    limits: dict[str, Any] = {"unavailable": None, "peak": {}, "peak_instruction": instructions}
     try:
         limits["peak"] = sweep.peaks(args.levels, args.threads, plan.min_sample)
-        if reading:
-            for k, n in shapes:
-                limits["bandwidth"][f"{k}x{n}"] = {
-                    "bytes_per_second": sweep.read_bandwidths(k, n, args.threads, plan.min_sample)
-                }
     except ceilings.CeilingError as error:
-        limits.update(unavailable=str(error), bandwidth={}, peak={})
+        limits.update(unavailable=str(error), peak={})
     return limits
 
 
@@ -147,16 +136,12 @@ Peers = dict[str, tuple[ModuleType | None, str]]  # contender name: its module, 
 def measure_rows(args: argparse.Namespace, runner: Runner, limits: dict[str, Any], rng: np.random.Generator,
                  peers: Peers) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """Every row's summary and per-level analysis, and the targets' verdicts. Each row is held against
-    the limits measured again just before it: the machine's speed drifts within a run (the vpdpbusd
-    loop measured 1956 GOPS before a run's rows and 2169 after them, Zen 5), so each row's limit comes
-    from the same minutes as the row."""
+    the peaks measured again just before it, and reading B among its samples: the machine's speed
+    drifts within a run (the vpdpbusd loop measured 1956 GOPS before a run's rows and 2169 after them,
+    Zen 5), so each row's limit comes from the same minutes, or seconds, as the row."""
     entries, verdicts = [], []
     for row in sweep.rows(args.dtypes, args.scales, args.shapes, args.m):
-        own = (
-            limits
-            if limits["unavailable"]
-            else measure_limits(args, runner.plan, [(row.k, row.n)], row.m <= sweep.BANDWIDTH_BOUND_M)
-        )
+        own = limits if limits["unavailable"] else measure_limits(args, runner.plan)
         case = sweep.row_case(row, args.levels, rng, peers[sweep.ORT][0], peers[sweep.TORCH][0])
         for name, (_, why) in peers.items():
             if why:
@@ -196,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_before = time.perf_counter(), os.getloadavg()
     result = {"meta": meta(args, plan, peers)}
     try:
-        result["limits"] = measure_limits(args, plan, args.shapes, min(args.m) <= sweep.BANDWIDTH_BOUND_M)
+        result["limits"] = measure_limits(args, plan)
         result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
         if not result["limits"]["unavailable"]:  # the machine's drift over the run, for the reader
             result["limits"]["peak_after"] = sweep.peaks(args.levels, args.threads, plan.min_sample)

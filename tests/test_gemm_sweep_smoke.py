@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime")
@@ -25,7 +26,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SWEEP = BENCHMARKS / "gemm_sweep.py"
 # K = 67: not a multiple of any kernel's step; N = 33: a column tail; M = 1 bandwidth-bound, 12 not
 ARGS = ["--quick", "--m", "1,12", "--shapes", "67x33", "--no-torch"]
-ORT, ORT_PREPACKED = "onnxruntime", "onnxruntime (B prepacked)"
+ORT, ORT_PREPACKED, READING = "onnxruntime", "onnxruntime (B prepacked)", "reading B"
 
 
 def sweep_command(*args: str) -> subprocess.CompletedProcess:
@@ -53,7 +54,8 @@ def test_every_row_has_every_contender_at_both_thread_counts(run):
     assert keys == [f"{d}_{s}_k67_n33_m{m}" for d, s, m in combinations]
     for row in result["rows"]:
         contenders = row["summary"]["contenders"]
-        assert set(contenders) == dmlq_names(levels) | {ORT, ORT_PREPACKED}
+        reading = {READING} if row["m"] <= 8 else set()  # the read probe, among the samples
+        assert set(contenders) == dmlq_names(levels) | {ORT, ORT_PREPACKED} | reading
         assert row["summary"]["skipped"]["torch"] == "--no-torch"
         for contender in contenders.values():
             assert set(contender["threads"]) == {"1", "2"}
@@ -76,10 +78,7 @@ def test_packed_and_unpacked_dmlq_agree_at_every_level_and_onnxruntime_agrees_wh
             assert checks[ORT]["mismatches"] == checks[ORT_PREPACKED]["mismatches"] == 0, row["key"]
 
 
-def assert_measured(limits: dict, levels: list[str], shapes: set[str]) -> None:
-    assert set(limits["bandwidth"]) == shapes
-    for measured in limits["bandwidth"].values():
-        assert measured["bytes_per_second"]["2"] >= measured["bytes_per_second"]["1"] > 0
+def assert_measured(limits: dict, levels: list[str]) -> None:
     assert set(limits["peak"]) == set(limits["peak_instruction"]) == set(levels)
     for level, per_thread in limits["peak"].items():
         if limits["peak_instruction"][level] is None:  # AMX: no loop measures its peak
@@ -88,21 +87,24 @@ def assert_measured(limits: dict, levels: list[str], shapes: set[str]) -> None:
             assert per_thread["2"] >= per_thread["1"] > 0
 
 
-def test_limits_and_fractions_follow_from_the_measurements_just_before_each_row(run):
+def test_limits_and_fractions_follow_from_the_peaks_before_each_row_and_reading_b_among_its_samples(run):
     _, result, _ = run
     levels = result["meta"]["levels"]
-    assert_measured(result["limits"], levels, {"67x33"})
+    assert_measured(result["limits"], levels)
     assert set(result["limits"]["peak_after"]) == set(levels)
     for row in result["rows"]:
-        limits = row["limits"]  # the row's own: B read only for M <= 8
-        assert_measured(limits, levels, {"67x33"} if row["m"] == 1 else set())
-        copy_rates = limits["bandwidth"].get("67x33", {}).get("bytes_per_second")
+        limits = row["limits"]  # the row's own peaks
+        assert_measured(limits, levels)
+        contenders = row["summary"]["contenders"]
         for level, analysis in row["levels"].items():
-            packed = row["summary"]["contenders"][f"dmlq packed [{level}]"]["best"]
+            packed = contenders[f"dmlq packed [{level}]"]["best"]
             bound = analysis["limit"]
             peak = limits["peak"][level][str(bound["threads"])]
-            if row["m"] == 1:  # reading B, or the peak where it is lower
-                reading = 2 * row["m"] * copy_rates[str(bound["threads"])] / 1e9
+            if row["m"] == 1:  # reading B at the best of as many threads or fewer, or the peak if lower
+                medians = [measured["median"] for t, measured in contenders[READING]["threads"].items()
+                           if int(t) <= bound["threads"]]  # fmt: skip
+                assert row["k"] * row["n"] / min(medians) > 1e9  # per pass: a call makes ~10**6 of them
+                reading = 2 * row["m"] * row["k"] * row["n"] / min(medians) / 1e9
                 assert math.isclose(bound["gops"], min(reading, peak))
                 assert bound["kind"] == ("peak" if peak < reading else "bandwidth")
             else:
@@ -138,6 +140,7 @@ def test_table_chart_and_load_are_written(run):
     assert markdown.startswith("# dmlq matrix multiply sweep")
     assert "Load average" in markdown and set(result["meta"]["load_average"]) == {"before", "after"}
     assert "multiply peak at portable before each row (the rows' limits): T1 " in markdown
+    assert "reading B among the samples of each row with M <= 8 (medians): T1 " in markdown
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "gemm_sweep.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -152,10 +155,14 @@ def test_where_the_probes_cannot_be_built_no_row_is_held_against_a_limit(monkeyp
 
     monkeypatch.setattr(ceilings, "_library", no_compiler)
     args = gemm_sweep.parse(["--m", "1,12", "--shapes", "67x33", "--levels", "portable"])
-    limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"], args.shapes, reading=True)
+    limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"])
     assert limits["unavailable"] == "cannot run the C compiler 'cc'"
     for row in sweep.rows(["u8s8"], ["tensor"], [(67, 33)], [1, 12]):
-        assert sweep.limit(row, "portable", "1", limits) == ("unmeasured", None)
+        assert sweep.limit(row, "portable", "1", limits, {}) == ("unmeasured", None)
+    one_row = sweep.Row("u8s8", "tensor", 67, 33, 1)
+    case = sweep.row_case(one_row, ["portable"], np.random.default_rng(0), None, None)
+    assert READING not in {c.name for c in case.contenders}
+    assert case.skipped[READING] == "cannot run the C compiler 'cc'"
     assert sweep.limit_lines({"limits": limits}) == ["limits not measured: cannot run the C compiler 'cc'"]
 
 

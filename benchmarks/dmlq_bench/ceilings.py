@@ -38,6 +38,7 @@ import shlex
 import subprocess
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -150,6 +151,21 @@ def _buffer(size: int) -> np.ndarray:
     memory = np.ones(size + 64, np.uint8)
     start = -memory.ctypes.data % 64
     return memory[start : start + size]
+
+
+def reading(size: int, passes: int) -> Callable[[int], Callable[[], float]]:
+    """``prepare`` for a timed contender: ``passes`` read passes, as memory_bandwidth("read") makes, over
+    a buffer of ``size`` bytes (rounded up to whole steps) on the block's threads, per call. The
+    probe starts its threads once per call, so a call should make enough passes to hide that."""
+    library = _library()
+
+    def prepare(threads: int) -> Callable[[], float]:
+        step = STEP * threads
+        source = _buffer(max(step, -(-size // step) * step))
+        return lambda: library.dmlq_probe_memory(PASSES["read"], 0, source.ctypes.data, None, source.size,
+                                                 passes, threads)  # fmt: skip
+
+    return prepare
 
 
 def memory_bandwidth(kind: str, size: int, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> Bandwidth:

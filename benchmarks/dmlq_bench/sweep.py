@@ -5,9 +5,12 @@ M, K, N. Its contenders: dmlq with B packed once and dmlq unpacked, each at ever
 for (the level set before each call), onnxruntime's QLinearMatMul with B an initializer (prepacked)
 and fed as an input, and fbgemm's quantized linear with a prepacked weight.
 
-The limit a row is held against, measured by bare loops (``ceilings``) just before the row: the peak
-of the level's multiply instruction (vpdpbusd at avx512_vnni, vpmaddwd at avx2) and, for M <= 8,
-reading B once (bytes of B over the rate at which a B-sized buffer is read), whichever is lower.
+The limit a row is held against, measured by bare loops (``ceilings``): the peak of the level's
+multiply instruction (vpdpbusd at avx512_vnni, vpmaddwd at avx2), measured just before the row, and,
+for M <= 8, reading B once, whichever is lower. Reading B is timed among the row's contenders, its
+samples interleaved with theirs, because the memory bandwidth a shared machine gives can switch
+within seconds (Zen 5, 2026-11-27: a 45 MB buffer read at ~90-120 or ~186-208 GB/s at 2 threads, a
+row's limit taken before its samples once came out twice what its samples met).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 from . import ceilings, data, dmlq_routes
 from .cases import add_peer
 from .report import markdown_table, ratio, text_table
-from .timing import Case
+from .timing import Case, Contender
 
 DTYPES = {"u8s8": np.int8, "u8u8": np.uint8}
 SCALES = ("tensor", "column")
@@ -33,6 +36,8 @@ SHAPES = ((768, 768), (1024, 1024), (4096, 4096), (4096, 11008))
 BANDWIDTH_BOUND_M = 8  # at or below: reading B once may bound the time
 
 PACKED, UNPACKED = "dmlq packed", "dmlq"
+READING = "reading B"  # the read probe over a buffer of B's size, a contender of rows with M <= 8
+READ_BYTES_PER_CALL = 2 << 30  # its passes per call: starting its threads (~50 us) is then below 1 %
 ORT, ORT_PREPACKED, TORCH = "onnxruntime", "onnxruntime (B prepacked)", "torch"
 # (dmlq contender, peer): the ratios reported, peer time over dmlq time
 COMPARISONS = ((PACKED, ORT_PREPACKED), (PACKED, TORCH), (UNPACKED, ORT))
@@ -81,21 +86,27 @@ def row_case(row: Row, levels: list[str], rng: np.random.Generator, onnx_routes:
         contenders.append(dmlq_routes.at_level(level, dmlq_routes.packed_matmul(problem, PACKED)))
         contenders.append(dmlq_routes.at_level(level, dmlq_routes.matmul(problem, UNPACKED)))
     skipped: dict[str, str] = {}
+    if row.m <= BANDWIDTH_BOUND_M:
+        try:
+            contenders.append(reading_b(row))
+        except ceilings.CeilingError as error:
+            skipped[READING] = str(error)
     add_peer(contenders, skipped, ORT, onnx_routes, "matmul", problem)
     add_peer(contenders, skipped, TORCH, torch_routes, "matmul", problem)
     title = f"{row.dtype} B per-{row.scales}, M={row.m} K={row.k} N={row.n}"
     return Case(row.key, title, "GOPS", row.operations, contenders, skipped)
 
 
+def reading_b(row: Row) -> Contender:
+    """Reading a buffer of B's size once per repeat, at the rate a bare loop reads it: its GOPS are
+    the row's operations over that time, the most a call bound by reading B could do."""
+    size = row.k * row.n
+    passes = max(1, READ_BYTES_PER_CALL // size)
+    return Contender(READING, ceilings.reading(size, passes), result=None,
+                     note="the read probe, not a multiply", repeats=passes)  # fmt: skip
+
+
 # -- limits ------------------------------------------------------------------------------------
-
-
-def read_bandwidths(k: int, n: int, thread_counts: list[int], sample_seconds: float) -> dict[str, float]:
-    """Bytes per second at which a K x N byte buffer (B's size) is read, per thread count."""
-    rates = {
-        t: ceilings.memory_bandwidth("read", k * n, t, sample_seconds).bytes_per_second for t in thread_counts
-    }
-    return ceilings.best_of_fewer_threads(rates)
 
 
 def peaks(
@@ -110,16 +121,18 @@ def peaks(
     }
 
 
-def limit(row: Row, level: str, threads: str, limits: dict[str, Any]) -> tuple[str, float | None]:
+def limit(row: Row, level: str, threads: str, limits: dict[str, Any],
+          contenders: dict[str, Any]) -> tuple[str, float | None]:  # fmt: skip
     """The kind of limit and its GOPS for ``row`` at ``level`` and ``threads``: the lower of the
-    multiply peak and, for M <= 8, reading B once (None: no peak measured and M > 8, or no probes)."""
+    multiply peak and, for M <= 8, reading B once at the best rate of ``threads`` threads or fewer
+    among the row's ``contenders`` (None: no peak measured and M > 8, or no probes)."""
     if limits["unavailable"]:
         return "unmeasured", None
     peak = limits["peak"][level][threads]
-    if row.m > BANDWIDTH_BOUND_M:
+    if row.m > BANDWIDTH_BOUND_M or READING not in contenders:
         return "peak", peak
-    bytes_per_second = limits["bandwidth"][f"{row.k}x{row.n}"]["bytes_per_second"][threads]
-    reading = row.operations / (row.k * row.n / bytes_per_second) / 1e9
+    per_thread = contenders[READING]["threads"]
+    reading = max(measured["rate"] for t, measured in per_thread.items() if int(t) <= int(threads))
     return ("peak", peak) if peak is not None and peak < reading else ("bandwidth", reading)
 
 
@@ -147,7 +160,7 @@ def analyse(row: Row, summary: dict[str, Any], level: str, limits: dict[str, Any
     }  # fmt: skip
     packed = summary["contenders"][dmlq_name(PACKED, level)]
     best_threads = str(packed["best"]["threads"])
-    kind, gops = limit(row, level, best_threads, limits)
+    kind, gops = limit(row, level, best_threads, limits, summary["contenders"])
     fraction = None if gops is None else packed["best"]["rate"] / gops
     return {"ratios": ratios, "limit": {"kind": kind, "gops": gops, "threads": int(best_threads),
                                         "fraction": fraction}}  # fmt: skip
@@ -241,9 +254,7 @@ def limit_lines(result: dict[str, Any]) -> list[str]:
     limits = result["limits"]
     if limits["unavailable"]:
         return [f"limits not measured: {limits['unavailable']}"]
-    lines = [f"read bandwidth of a {shape} byte buffer (B's size): "
-             + ", ".join(f"T{t} {rate / 1e9:.1f} GB/s" for t, rate in measured["bytes_per_second"].items())
-             for shape, measured in limits["bandwidth"].items()]  # fmt: skip
+    lines = []
     for level, per_thread in limits["peak"].items():
         instruction = limits["peak_instruction"][level]
         if instruction is None:
@@ -258,7 +269,8 @@ def limit_lines(result: dict[str, Any]) -> list[str]:
 
 
 def row_limit_lines(result: dict[str, Any]) -> list[str]:
-    """The range of the limits measured before each row, which the verdicts use."""
+    """The range of the limits each row was held against: the peaks measured before it and, for
+    M <= 8, the medians of reading B among its samples."""
     measured = [entry["limits"] for entry in result["rows"] if not entry["limits"]["unavailable"]]
     lines = []
     for level in result["limits"]["peak"]:
@@ -267,12 +279,17 @@ def row_limit_lines(result: dict[str, Any]) -> list[str]:
             lines.append(
                 f"multiply peak at {level} before each row (the rows' limits): {_ranges(peaks, 1)} GOPS"
             )
-    rates = [shape["bytes_per_second"] for limits in measured for shape in limits["bandwidth"].values()]
+    rates = [reading_rates(entry) for entry in result["rows"] if READING in entry["summary"]["contenders"]]
     if rates:
-        lines.append(
-            f"read bandwidth of B before each row with M <= {BANDWIDTH_BOUND_M}: {_ranges(rates, 1e9)} GB/s"
-        )
+        lines.append(f"reading B among the samples of each row with M <= {BANDWIDTH_BOUND_M} (medians): "
+                     f"{_ranges(rates, 1e9)} GB/s")  # fmt: skip
     return lines
+
+
+def reading_rates(entry: dict[str, Any]) -> dict[str, float | None]:
+    """Per thread count, the bytes per second of a row's reading-B contender (its median)."""
+    threads = entry["summary"]["contenders"][READING]["threads"]
+    return {t: entry["k"] * entry["n"] / measured["median"] for t, measured in threads.items()}
 
 
 def _ranges(measurements: list[dict[str, float | None]], unit: float) -> str:
@@ -325,9 +342,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "GOPS = 2·M·N·K / time at the contender's fastest thread count (T), ± half the interquartile "
         "range of its samples. Ratios: peer time / dmlq time, best against best (above 1: dmlq is faster). "
-        "Limit: the peak of the level's multiply instruction and, for M <= 8, reading B at the read "
-        "bandwidth of a B-sized buffer, whichever is lower, measured just before the row (bare loops, "
-        "best of their runs).",
+        "Limit: the peak of the level's multiply instruction, measured just before the row (a bare loop, "
+        "best of its runs), and, for M <= 8, reading B (a bare loop timed among the row's contenders, its "
+        "median), whichever is lower.",
         "",
         markdown_table(TABLE_HEADER, table_rows(result)),
         "",
@@ -373,7 +390,7 @@ def chart(path: Path, result: dict[str, Any]) -> None:
             panel_key = (dtype, scales, k, n)
             entries = [e for e in result["rows"] if (e["dtype"], e["scales"], e["k"], e["n"]) == panel_key]
             ms = [e["m"] for e in entries]
-            for name in entries[0]["summary"]["contenders"]:
+            for name in (n for n in entries[0]["summary"]["contenders"] if n != READING):
                 rates = [e["summary"]["contenders"][name]["best"]["rate"] for e in entries]
                 panel.plot(ms, rates, marker="o", markersize=3, label=name,
                            linestyle="-" if name.startswith("dmlq") else "--")  # fmt: skip

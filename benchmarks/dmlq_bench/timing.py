@@ -32,12 +32,15 @@ class Contender:
     sets per session, like onnxruntime's, are applied there; global ones are set per block).
     ``result`` turns the call's return value into the NumPy array compared with dmlq's; None
     marks a contender that computes something else on purpose (a traffic-only NumPy pass).
+    ``repeats``: how many times a call does the case's work (a bare loop that starts its threads
+    once per call repeats its pass); its samples are per repeat.
     """
 
     name: str
     prepare: Callable[[int], Call]
     result: Callable[[Any], np.ndarray] | None = np.asarray
     note: str = ""
+    repeats: int = 1
 
 
 def fixed(call: Call) -> Callable[[int], Call]:
@@ -156,6 +159,7 @@ def measure_block(case: Case, threads: int, plan: Plan, verify: bool) -> dict[st
     ``verify``, how its warm-up result compares with dmlq's (the first contender).
     """
     calls = {c.name: c.prepare(threads) for c in case.contenders}
+    repeats = {c.name: c.repeats for c in case.contenders}
     verification, planned, bursts, lead_ins = {}, {}, {}, {}
     expected = None
     for contender in case.contenders:
@@ -182,7 +186,7 @@ def measure_block(case: Case, threads: int, plan: Plan, verify: bool) -> dict[st
                 if len(samples[name]) < planned[name]:
                     if lead_ins[name]:
                         sample(calls[name], lead_ins[name])
-                    samples[name].append(sample(calls[name], bursts[name])[0])
+                    samples[name].append(sample(calls[name], bursts[name])[0] / repeats[name])
                     settle(plan.settle_limit)
     finally:
         gc.enable()
