@@ -166,6 +166,25 @@ def test_where_the_probes_cannot_be_built_no_row_is_held_against_a_limit(monkeyp
     assert sweep.limit_lines({"limits": limits}) == ["limits not measured: cannot run the C compiler 'cc'"]
 
 
+def test_a_row_peak_far_below_the_runs_first_is_probed_again_and_the_best_kept(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    gemm_sweep = importlib.import_module("gemm_sweep")
+    first = {"unavailable": None, "peak": {"avx2": {"1": 225.0, "2": 450.0}}}
+    probes = iter([230.0, 300.0, 280.0, 445.0])  # 2-thread peaks, all below 80 % of 450
+
+    def measured(args, plan):
+        return {"unavailable": None, "peak": {"avx2": {"1": 220.0, "2": next(probes)}}}
+
+    monkeypatch.setattr(gemm_sweep, "measure_limits", measured)
+    own = gemm_sweep.row_limits(None, gemm_sweep.PLANS["quick"], first)
+    assert own["peak"] == {"avx2": {"1": 220.0, "2": 300.0}}
+    assert next(probes) == 445.0  # three probes at most
+
+    probes = iter([400.0, 100.0, 100.0, 100.0])  # steady at once (above 80 % of 450): one probe
+    assert gemm_sweep.row_limits(None, gemm_sweep.PLANS["quick"], first)["peak"]["avx2"]["2"] == 400.0
+    assert next(probes) == 100.0 and next(probes) == 100.0 and next(probes) == 100.0
+
+
 @pytest.mark.parametrize(
     "args, message",
     [(["--levels", "amx9"], "--levels: unknown amx9"), (["--shapes", "64by64"], "--shapes: expected KxN"),

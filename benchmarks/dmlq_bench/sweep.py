@@ -121,6 +121,37 @@ def peaks(
     }
 
 
+Peaks = dict[str, dict[str, float | None]]  # per level, per thread count: GOPS (None: no loop)
+
+
+def sags(peaks: Peaks, reference: Peaks, fraction: float) -> bool:
+    """Whether any of ``peaks`` is below ``fraction`` of the same one in ``reference``.
+
+    >>> sags({"avx2": {"1": 220.0, "2": 230.0}}, {"avx2": {"1": 225.0, "2": 450.0}}, 0.8)
+    True
+    >>> sags({"amx": {"1": None, "2": None}}, {"amx": {"1": None, "2": None}}, 0.8)
+    False
+    """
+    return any(
+        gops is not None and reference[level][t] is not None and gops < fraction * reference[level][t]
+        for level, per_thread in peaks.items()
+        for t, gops in per_thread.items()
+    )
+
+
+def best_peaks(first: Peaks, second: Peaks) -> Peaks:
+    """Per level and thread count, the higher of two measurements (on a shared machine other work only
+    slows a loop down).
+
+    >>> best_peaks({"avx2": {"1": 220.0, "2": 230.0}}, {"avx2": {"1": 210.0, "2": 440.0}})
+    {'avx2': {'1': 220.0, '2': 440.0}}
+    """
+    return {
+        level: {t: None if gops is None else max(gops, second[level][t]) for t, gops in per_thread.items()}
+        for level, per_thread in first.items()
+    }
+
+
 def limit(row: Row, level: str, threads: str, limits: dict[str, Any],
           contenders: dict[str, Any]) -> tuple[str, float | None]:  # fmt: skip
     """The kind of limit and its GOPS for ``row`` at ``level`` and ``threads``: the lower of the
