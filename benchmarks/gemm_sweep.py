@@ -38,7 +38,8 @@ NOTES = [
     "multiply peak: GOPS of a bare loop of the level's multiply instruction shaped as its kernel's tile "
     "(vpdpbusd zmm 8 x 48 at avx512_vnni, vpmaddwd + vpaddd ymm 6 x 16 at avx2 and avx512, SSE2 pmaddwd "
     "at portable; operands loaded from L1 and broadcast), per second of each thread's CPU time; best of "
-    "7 runs, at T2 the better of 1 and 2",
+    "7 runs, at T2 the better of 1 and 2; before each row, and again (up to 3 times, the best kept) "
+    "where a peak is below 80 % of the run's first",
     "onnxruntime: session.intra_op.allow_spinning = 0, intra-op threads = T, one inter-op thread",
     "u8 x s8 on a CPU without VNNI: onnxruntime and fbgemm add pairs of products in saturating int16 "
     "(vpmaddubsw), so their results can differ from the exact ones; fbgemm multiplies u8 x u8 as u8 x s8 "
