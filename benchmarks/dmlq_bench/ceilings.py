@@ -153,6 +153,16 @@ def _buffer(size: int) -> np.ndarray:
     return memory[start : start + size]
 
 
+def _whole_steps(size: int, threads: int) -> int:
+    """``size`` rounded up to whole steps of ``threads`` threads, at least one.
+
+    >>> _whole_steps(1000, 2), _whole_steps(0, 1)
+    (1024, 256)
+    """
+    step = STEP * threads
+    return max(step, -(-size // step) * step)
+
+
 def reading(size: int, passes: int) -> Callable[[int], Callable[[], float]]:
     """``prepare`` for a timed contender: ``passes`` read passes, as memory_bandwidth("read") makes, over
     a buffer of ``size`` bytes (rounded up to whole steps) on the block's threads, per call. The
@@ -160,8 +170,7 @@ def reading(size: int, passes: int) -> Callable[[int], Callable[[], float]]:
     library = _library()
 
     def prepare(threads: int) -> Callable[[], float]:
-        step = STEP * threads
-        source = _buffer(max(step, -(-size // step) * step))
+        source = _buffer(_whole_steps(size, threads))
         return lambda: library.dmlq_probe_memory(PASSES["read"], 0, source.ctypes.data, None, source.size,
                                                  passes, threads)  # fmt: skip
 
@@ -171,8 +180,7 @@ def reading(size: int, passes: int) -> Callable[[int], Callable[[], float]]:
 def memory_bandwidth(kind: str, size: int, threads: int, sample_seconds: float = SAMPLE_SECONDS) -> Bandwidth:
     """Bytes per second that ``threads`` threads move in ``kind`` passes ("read", "write" or "copy")
     over a buffer of ``size`` bytes (rounded up to whole steps); a copy counts bytes read and written."""
-    step = STEP * threads
-    size = max(step, -(-size // step) * step)
+    size = _whole_steps(size, threads)
     library = _library()
     source = None if kind == "write" else _buffer(size)
     target = None if kind == "read" else _buffer(size)

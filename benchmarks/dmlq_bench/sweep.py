@@ -162,8 +162,8 @@ def limit(row: Row, level: str, threads: str, limits: dict[str, Any],
     peak = limits["peak"][level][threads]
     if row.m > BANDWIDTH_BOUND_M or READING not in contenders:
         return "peak", peak
-    per_thread = contenders[READING]["threads"]
-    reading = max(measured["rate"] for t, measured in per_thread.items() if int(t) <= int(threads))
+    rates = {int(t): measured["rate"] for t, measured in contenders[READING]["threads"].items()}
+    reading = ceilings.best_of_fewer_threads(rates)[threads]
     return ("peak", peak) if peak is not None and peak < reading else ("bandwidth", reading)
 
 
