@@ -50,7 +50,7 @@ from .numpy_api.matrix_multiply import (
     MATRIX_DATA,
     check_matrices,
     matrix_batch,
-    matrix_quantization,
+    matrix_quantizations,
     packed_parameters,
     parameters_of,
 )
@@ -286,8 +286,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     # that the result has those leading dimensions too.
     values = {name: value for name, (_, value) in quantization.items()}
     ndim = len(matrix_batch({"a": _known(a, "a"), "b": _known(b, "b"), **values})) + 2
-    operands = {name: matrix_quantization(value, name, kind, m, n, ndim)
-                for name, (kind, value) in quantization.items()}  # fmt: skip
+    operands = matrix_quantizations(quantization, m, n, ndim)
     if packed is not None or b.numblocks[-2] == 1:
         return _packed_product(a, b, packed, operands, out_dtype, ndim)
     a_zero_point, b_zero_point = (

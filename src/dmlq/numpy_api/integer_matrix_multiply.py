@@ -25,7 +25,7 @@ from ..ops.matrix_multiply_integer import MatrixMultiplyInteger
 from ..ops.matrix_multiply_integer_to_float import MatrixMultiplyIntegerToFloat
 from . import rules
 from .compiling import computed, supported_dtypes
-from .matrix_multiply import Parameters, batch_view, check_matrices, matrix_batch, matrix_quantization
+from .matrix_multiply import Parameters, batch_view, check_matrices, matrix_batch, matrix_quantizations
 from .rules import F32, integer_data
 
 __all__ = ["matrix_multiply_integer", "matrix_multiply_integer_to_float"]
@@ -104,8 +104,7 @@ def _product(desc_type: type[OperatorDesc], a: np.ndarray, b: np.ndarray, quanti
     values = {name: value for name, (_, value) in quantization.items()}
     batch = matrix_batch({"a": a, "b": b, **values, **addends})
     shape = (*batch, m, n)
-    operands = {name: matrix_quantization(value, name, kind, m, n, len(shape))
-                for name, (kind, value) in quantization.items()}  # fmt: skip
+    operands = matrix_quantizations(quantization, m, n, len(shape))
     if k == 0:
         a, b = _one_zero_term(a, b, operands["a_zero_point"], operands["b_zero_point"])
     views = {"a": batch_view(a, batch), "b": batch_view(b, batch), **operands}
