@@ -30,6 +30,7 @@ enum {
     PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
     PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
     PREFETCH_BYTES = 16384, /* B' panels are asked for this far ahead (dot_rows) */
+    A_PREFETCH_BYTES = 8192, /* and a whole tile's A' panel this far */
     ROW_MAJOR_ROWS = 8,  /* rows of A with a row-major B, */
     ROW_MAJOR_GROUP = 4, /* in groups of 4 rows */
     ROW_MAJOR_WIDEST = 4 /* and up to 4 panels at a time: their accumulators stay in registers */
@@ -65,12 +66,18 @@ static ALWAYS_INLINE void dot_pair(const uint8_t *a, const int8_t *b, __m256i ac
  * memory otherwise waits on it: at 4 KiB ahead, asked for at each pair, 1 x 4096 x 11008 read B at
  * 30 GB/s at 1 thread and 58-62 at 2; at 16 KiB, once a line, 50-51 and 98-101 (Zen 5, level avx2);
  * 2 rows 24-25 and 51 -> 42 and 81, 4 rows 20 and 39 -> 23.5 and 43-47. 24 and 32 KiB were slower,
- * 12 as fast; B in L2 or L3 (768^2, 1024^2, 4096^2) and M = 32 and 128 took the same time. */
+ * 12 as fast; B in L2 or L3 (768^2, 1024^2, 4096^2) and M = 32 and 128 took the same time.
+ * A whole tile asks for its A' panel A_PREFETCH_BYTES ahead too, once a group (48 bytes of A'): a
+ * panel of K = 4096 is 48 KiB, read from L3 or memory when A is large, and waited on by the first of
+ * the block's tiles that use it. 2048 x 4096 x 4096 went from 169 to 206 GOPS at 1 thread and 340
+ * to 393 at 2 (Zen 5, level avx2, medians of 3 interleaved runs; 4 and 16 KiB ahead did as well);
+ * 2048 x 768^2 and 1024^2, 128 x 4096^2, 32 x 4096 x 11008 and 8 x 1024^2 took the same time. */
 static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t groups, int32_t *tile, const int rows) {
     __m256i acc[MR][2];
     for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
     for (ptrdiff_t g = 0; g < groups; g++, a += 2 * PAIR_A_BYTES, b += 2 * PAIR_B_BYTES) {
         _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+        if (rows == MR) _mm_prefetch((const char *)a + A_PREFETCH_BYTES, _MM_HINT_T0);
         dot_pair(a, b, acc, rows);
         dot_pair(a + PAIR_A_BYTES, b + PAIR_B_BYTES, acc, rows);
     }
