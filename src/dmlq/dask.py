@@ -52,6 +52,7 @@ from .numpy_api.matrix_multiply import (
     matrix_batch,
     matrix_quantizations,
     packed_parameters,
+    parameter_values,
     parameters_of,
 )
 from .numpy_api.quantize import DEQUANTIZE_DATA, OUTPUT_TYPES, QUANTIZE_DATA
@@ -284,7 +285,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     # and zero point (all ones, or refused). The requantized scales and the output zero point
     # are {1.., M, 1} / {1.., 1, N} / {1.., 1, 1} tensors of the result's dimension count, so
     # that the result has those leading dimensions too.
-    values = {name: value for name, (_, value) in quantization.items()}
+    values = parameter_values(quantization)
     ndim = len(matrix_batch({"a": _known(a, "a"), "b": _known(b, "b"), **values})) + 2
     operands = matrix_quantizations(quantization, m, n, ndim)
     if packed is not None or b.numblocks[-2] == 1:

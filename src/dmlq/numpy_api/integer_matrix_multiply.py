@@ -25,7 +25,14 @@ from ..ops.matrix_multiply_integer import MatrixMultiplyInteger
 from ..ops.matrix_multiply_integer_to_float import MatrixMultiplyIntegerToFloat
 from . import rules
 from .compiling import computed, supported_dtypes
-from .matrix_multiply import Parameters, batch_view, check_matrices, matrix_batch, matrix_quantizations
+from .matrix_multiply import (
+    Parameters,
+    batch_view,
+    check_matrices,
+    matrix_batch,
+    matrix_quantizations,
+    parameter_values,
+)
 from .rules import F32, integer_data
 
 __all__ = ["matrix_multiply_integer", "matrix_multiply_integer_to_float"]
@@ -101,7 +108,7 @@ def _product(desc_type: type[OperatorDesc], a: np.ndarray, b: np.ndarray, quanti
     with the axis it may vary along) and the ``addends`` of the result's shape (the bias), as
     DirectML describes them."""
     (m, k), n = a.shape[-2:], b.shape[-1]
-    values = {name: value for name, (_, value) in quantization.items()}
+    values = parameter_values(quantization)
     batch = matrix_batch({"a": a, "b": b, **values, **addends})
     shape = (*batch, m, n)
     operands = matrix_quantizations(quantization, m, n, len(shape))

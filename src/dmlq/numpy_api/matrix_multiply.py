@@ -66,7 +66,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
     (m, k), n = a.shape[-2:], b.shape[-1]
     out_dtype, quantization = parameters_of(a.dtype, b.dtype, a_scale, a_zero_point, b_scale, b_zero_point,
                                             output_scale, output_zero_point, dtype, packed)  # fmt: skip
-    values = {name: value for name, (_, value) in quantization.items()}
+    values = parameter_values(quantization)
     checked = ("b_scale", "b_zero_point") if packed else ()
     if _is_plain_matrix_product(a, b, values, checked):
         out_shape, operands = (m, n), {name: _as_row(value) for name, value in values.items()}
@@ -212,6 +212,11 @@ def matrix_quantization(value: np.ndarray | None, name: str, kind: str, m: int, 
         return np.ascontiguousarray(value).reshape((1,) * (ndim - 2) + (rows, columns))
     rule = "it would vary along K" if varies else f"expected per-tensor or {per}"
     raise DmlError(f"{name}: shape {value.shape} is not supported; {rule}")
+
+
+def parameter_values(quantization: Parameters) -> dict[str, np.ndarray | None]:
+    """The scales and zero points of ``quantization`` by field, without the axis each may vary along."""
+    return {name: value for name, (_, value) in quantization.items()}
 
 
 def matrix_quantizations(quantization: Parameters, m: int, n: int, ndim: int) -> dict[str, np.ndarray | None]:
