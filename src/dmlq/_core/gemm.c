@@ -1097,7 +1097,9 @@ static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
 }
 
 /* A multiply's claim counters and packed operands up to these counts live on its caller's stack (one
- * batch on two threads needs 4 and 1): calloc and free were 4 % of a 1 x 64 x 48 call. */
+ * batch on two threads needs 4 and 1): calloc and free were 4 % of a 1 x 64 x 48 call. Only the
+ * counters in use are zeroed, and the operands are left to lay_out, which sets each in use: zeroing
+ * both arrays whole took two `rep stos` of ~10 ns each (Zen 5), 4 % of a 4 x 4 x 4 call. */
 enum { LOCAL_COUNTERS = 16, LOCAL_BUFFERS = 4 };
 
 int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
@@ -1120,8 +1122,8 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.a_per_unit = a_panels_per_unit(&c);
     const int buffers = c.per_thread_batches ? threads : 1;
     const ptrdiff_t counters = 2 * p->batches * threads;
-    packed_operands local_packed[LOCAL_BUFFERS] = {{0}};
-    _Alignas(64) ptrdiff_t local_counters[LOCAL_COUNTERS * COUNTER_SPACING] = {0};
+    packed_operands local_packed[LOCAL_BUFFERS];
+    _Alignas(64) ptrdiff_t local_counters[LOCAL_COUNTERS * COUNTER_SPACING];
     packed_operands *packed = buffers <= LOCAL_BUFFERS ? local_packed : calloc((size_t)buffers, sizeof(packed_operands));
     double *doubles;
     float *floats;
@@ -1132,7 +1134,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     layout l = {packed ? workspace_take(measured.used, &kept) : NULL, 0};
     const size_t counter_bytes = sizeof(ptrdiff_t) * (size_t)(counters * COUNTER_SPACING);
     c.counters = counters <= LOCAL_COUNTERS ? local_counters : dmlq_allocate(counter_bytes);
-    if (c.counters && c.counters != local_counters) memset(c.counters, 0, counter_bytes);
+    if (c.counters) memset(c.counters, 0, counter_bytes);
     const int status = l.base && c.counters ? 0 : -1;
     long *cache_taken = NULL;
     if (status == 0) {
