@@ -34,7 +34,16 @@ from ..ops.quantize_linear import ElementWiseQuantizeLinear
 from ..tensor import TensorDesc, packed_strides
 from ..types import QuantizationType
 from . import one_step, rules
-from .compiling import DEVICE, at_least_1d, data_type, delivered, run, supported_dtypes, target
+from .compiling import (
+    DEVICE,
+    RECIPROCAL_DIVISION,
+    at_least_1d,
+    data_type,
+    delivered,
+    run,
+    supported_dtypes,
+    target,
+)
 from .rules import F32, I32, U8, block_shape, broadcast_shape, check_out, output_dtype
 
 __all__ = ["dequantize_linear", "quantize_linear"]
@@ -70,7 +79,7 @@ def quantize_linear(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike | None
     dmlq.errors.DmlError: zero_point: dtype int64 is not a zero point dtype (int8, uint8, int4, uint4): ...
     """
     if dtype is None and axis is None and block_size == 0:  # the common call in one C step, else None
-        result = one_step.quantize(x, scale, zero_point, out, DEVICE.reciprocal_division)
+        result = one_step.quantize(x, scale, zero_point, out, RECIPROCAL_DIVISION)
         if result is not None:
             return result
     x = rules.data(x, "x", QUANTIZE_DATA, F32, floats=F32)

@@ -8,7 +8,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from ..errors import DmlError
 from ..ops.quantized_linear_add import ElementWiseQuantizedLinearAdd
 from . import one_step, rules
-from .compiling import DEVICE, at_least_1d, delivered, run, supported_dtypes, target
+from .compiling import RECIPROCAL_DIVISION, at_least_1d, delivered, run, supported_dtypes, target
 from .rules import F32, broadcast_shape, integer_data, output_dtype
 
 __all__ = ["quantized_linear_add"]
@@ -33,9 +33,8 @@ def quantized_linear_add(a: ArrayLike, a_scale: ArrayLike, a_zero_point: ArrayLi
     array([3, 6], dtype=uint8)
     """
     if dtype is None:  # the common call, checked and run in one C step; None when it is not that call
-        parameters = (b, b_scale, b_zero_point, output_scale, output_zero_point)
-        result = one_step.quantized_add(a, a_scale, a_zero_point, *parameters, out,
-                                        DEVICE.reciprocal_division)  # fmt: skip
+        result = one_step.quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+                                        output_zero_point, out, RECIPROCAL_DIVISION)  # fmt: skip
         if result is not None:
             return result
     a = integer_data(a, "a", a_zero_point, QUANTIZED_ADD_DATA)
