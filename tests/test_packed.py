@@ -250,6 +250,40 @@ def test_packed_at_one_level_used_at_another(rng: np.random.Generator) -> None:
 
 
 @pytest.mark.skipif(len(LEVELS) < 2, reason="one CPU level only")
+def test_after_a_level_change_the_one_step_call_takes_the_new_packing(rng: np.random.Generator) -> None:
+    """The first call at another level packs B for it (the general path); the calls after it hand
+    that packing to the one-step C call, which takes them rather than declining each one."""
+    from dmlq.numpy_api import one_step
+
+    arguments = operands(rng, (5, 70), (70, 50), "uint8", per_column=False)
+    packed = pack(arguments)
+    try:
+        for other in LEVELS:
+            _core.set_level(other)
+            want = multiply(arguments, packed)
+            operand, scale, zero_point = packed.kernel_operands
+            assert operand is packed.packed_b.for_kernels(), other
+            a, a_scale, a_zero_point = (arguments[name] for name in ("a", "a_scale", "a_zero_point"))
+            output = (arguments["output_scale"], arguments["output_zero_point"])
+            b = (operand, scale, zero_point)
+            got = one_step.matrix_multiply(a, a_scale, a_zero_point, *b, *output, None, False)
+            assert got is not None and np.array_equal(got, want), other
+    finally:
+        _core.set_level(_core.detected_level())
+
+
+def test_a_packed_matrix_pickles_and_packs_again(rng: np.random.Generator) -> None:
+    import pickle
+
+    arguments = operands(rng, (3, 40), (40, 20), "int8", per_column=True)
+    packed = pack(arguments)
+    copy = pickle.loads(pickle.dumps(packed))
+    assert copy.kernel_operands[0] is copy.packed_b.last_operand
+    assert copy.kernel_operands[0] is not packed.kernel_operands[0]  # packed again, not shared
+    assert np.array_equal(multiply(arguments, copy), multiply(arguments, packed))
+
+
+@pytest.mark.skipif(len(LEVELS) < 2, reason="one CPU level only")
 def test_the_core_refuses_a_packing_of_another_level() -> None:
     packing = _core.pack_b(np.int8([[1, 2], [3, 4]]))
     one = np.float32([[1.0]])

@@ -124,10 +124,39 @@ class PackedMatrix:
     array(3, dtype=uint8)
     """
 
+    kernel_operands: tuple[object, np.ndarray, np.ndarray | None]
+    """The packing's last kernel operand (``PackedB.last_operand``), the scale and the zero point: what
+    a one-step C call takes for ``b``, ``b_scale`` and ``b_zero_point``. A plain attribute, as a
+    property's read cost a 4 x 4 call ~115 ns of ~800 (CPython 3.11); renew_kernel_operands keeps it
+    current."""
+
     def __init__(self, b: np.ndarray, b_scale: np.ndarray, b_zero_point: np.ndarray | None) -> None:
         self._b = PackedB(b)
         self._b_scale = _private(b_scale)
         self._b_zero_point = None if b_zero_point is None else _private(b_zero_point)
+        self.renew_kernel_operands()
+
+    def renew_kernel_operands(self) -> None:
+        """Take ``packed_b``'s last kernel operand into ``kernel_operands``: after a call that may have
+        packed B for another CPU level (``PackedB.as_kernel_operand``), which the one-step C call,
+        holding the older packing, would decline on every call after it.
+
+        >>> import dmlq
+        >>> packed = dmlq.pack_matrix_multiply_b(np.int8([[1, 2]]), 1.0)
+        >>> packed.renew_kernel_operands()
+        >>> packed.kernel_operands[0] is packed.packed_b.last_operand
+        True
+        """
+        self.kernel_operands = (self._b.last_operand, self._b_scale, self._b_zero_point)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without ``kernel_operands``: its packing is the kernels' memory (``PackedB`` pickles
+        as B's bytes and packs again where it is unpickled)."""
+        return {name: value for name, value in self.__dict__.items() if name != "kernel_operands"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.renew_kernel_operands()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -144,13 +173,6 @@ class PackedMatrix:
     @property
     def b_zero_point(self) -> np.ndarray | None:
         return self._b_zero_point
-
-    @property
-    def kernel_operands(self) -> tuple[object, np.ndarray, np.ndarray | None]:
-        """The packing's last kernel operand (``PackedB.last_operand``), the scale and the zero point:
-        what a one-step C call takes for ``b``, ``b_scale`` and ``b_zero_point``, in one look-up (the
-        few-row call is a few microseconds, a tenth of it Python's)."""
-        return self._b.last_operand, self._b_scale, self._b_zero_point
 
     @property
     def packed_b(self) -> PackedB:

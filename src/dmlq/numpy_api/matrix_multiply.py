@@ -13,7 +13,7 @@ from ..ops.quantized_linear_matrix_multiply import QuantizedLinearMatrixMultiply
 from ..packed import PackedMatrix
 from ..reference.saturate import saturate
 from . import one_step, rules
-from .compiling import DEVICE, compiled, delivered, describable, supported_dtypes, target
+from .compiling import RECIPROCAL_DIVISION, compiled, delivered, describable, supported_dtypes, target
 from .rules import F32, HasShape, broadcast_named, integer_data, output_dtype
 
 __all__ = ["pack_matrix_multiply_b", "quantized_linear_matrix_multiply"]
@@ -54,7 +54,7 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
         )
         result = one_step.matrix_multiply(a, a_scale, a_zero_point, kernel_b, kernel_scale, kernel_zero,
                                           output_scale, output_zero_point, out,
-                                          DEVICE.reciprocal_division)  # fmt: skip
+                                          RECIPROCAL_DIVISION)  # fmt: skip
         if result is not None:
             return result
     if packed is not None:
@@ -80,6 +80,8 @@ def quantized_linear_matrix_multiply(a: ArrayLike, a_scale: ArrayLike, a_zero_po
         views = {"a": batch_view(a, out_shape[:-2]), "b": batch_view(b, out_shape[:-2]), **operands}
         operator, read = compiled(QuantizedLinearMatrixMultiply, views, written, as_given=tuple(views))
         operator.run_arrays(read if packed is None else {**read, "b": packed.packed_b}, written)
+        if packed is not None:  # the run may have packed B for this CPU level
+            packed.renew_kernel_operands()
     return delivered(written, out)
 
 
