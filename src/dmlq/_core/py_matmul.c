@@ -206,19 +206,32 @@ static void packed_batch_indices(const packed_matrix *matrix, PyArrayObject *out
     }
 }
 
-/* The per-row (M) and per-column (N) quantization vectors dmlq_gemm reads, in two allocations. */
+/* Up to this many floats and as many integers, a call's vectors live in its own stack frame: their
+ * two allocations and frees were ~40 ns of a 1 x 768 x 768 call of ~2.8 us (Zen 5). */
+enum { LOCAL_VECTOR_VALUES = 2048 };
+
+/* The per-row (M) and per-column (N) quantization vectors dmlq_gemm reads: in `local_floats` and
+ * `local_integers`, or in two allocations. */
 typedef struct {
     float *floats, *a_scale, *out_scale, *out_zero_float, *b_scale;
     int32_t *integers, *a_zero, *out_zero, *b_zero;
     int b_per_tensor; /* b_scale and b_zero hold one value, for every column (dmlq_gemm_problem) */
+    float local_floats[LOCAL_VECTOR_VALUES];
+    int32_t local_integers[LOCAL_VECTOR_VALUES];
 } matmul_vectors;
 
+static void free_vectors(matmul_vectors *v) {
+    if (v->floats != v->local_floats) PyMem_Free(v->floats);
+    if (v->integers != v->local_integers) PyMem_Free(v->integers);
+}
+
 static int allocate_vectors(matmul_vectors *v, ptrdiff_t m, ptrdiff_t n) {
-    v->floats = PyMem_Malloc(sizeof(float) * (size_t)(3 * m + n));
-    v->integers = PyMem_Malloc(sizeof(int32_t) * (size_t)(2 * m + n));
+    const ptrdiff_t floats = 3 * m + n, integers = 2 * m + n;
+    v->floats = floats <= LOCAL_VECTOR_VALUES ? v->local_floats : PyMem_Malloc(sizeof(float) * (size_t)floats);
+    v->integers = integers <= LOCAL_VECTOR_VALUES ? v->local_integers
+                                                   : PyMem_Malloc(sizeof(int32_t) * (size_t)integers);
     if (!v->floats || !v->integers) {
-        PyMem_Free(v->floats);
-        PyMem_Free(v->integers);
+        free_vectors(v);
         PyErr_NoMemory();
         return -1;
     }
@@ -229,19 +242,19 @@ static int allocate_vectors(matmul_vectors *v, ptrdiff_t m, ptrdiff_t n) {
     return 0;
 }
 
-static void free_vectors(matmul_vectors *v) {
-    PyMem_Free(v->floats);
-    PyMem_Free(v->integers);
-}
-
 /* out = a @ b (b an array, or `packed`) requantized by the vectors, whose output zero points are read
  * from out_zero: 0, or -1 with an exception set. The arrays passed matmul's checks. */
+/* Up to this many batches, run_matmul's offsets live in its stack frame (as matmul_vectors'). */
+enum { LOCAL_BATCHES = 16 };
+
 static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *packed, PyArrayObject *out,
                       const matmul_vectors *v, int reciprocal, const dmlq_gemm_epilogue *epilogue) {
     const int ndim = PyArray_NDIM(out);
     dmlq_gemm_problem p = {PyArray_MultiplyList(PyArray_DIMS(out), ndim - 2), PyArray_DIM(out, ndim - 2),
                            PyArray_DIM(out, ndim - 1), PyArray_DIM(a, ndim - 1)};
-    ptrdiff_t *offsets = PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(3 * p.batches));
+    ptrdiff_t local_offsets[3 * LOCAL_BATCHES];
+    ptrdiff_t *offsets = p.batches <= LOCAL_BATCHES ? local_offsets
+                                                    : PyMem_Malloc(sizeof(ptrdiff_t) * (size_t)(3 * p.batches));
     if (!offsets) {
         PyErr_NoMemory();
         return -1;
@@ -283,7 +296,7 @@ static int run_matmul(PyArrayObject *a, PyArrayObject *b, const packed_matrix *p
     Py_BEGIN_ALLOW_THREADS
     status = dmlq_gemm(&p, threads);
     Py_END_ALLOW_THREADS
-    PyMem_Free(offsets);
+    if (offsets != local_offsets) PyMem_Free(offsets);
     if (status) PyErr_NoMemory();
     return status;
 }
