@@ -37,9 +37,10 @@ NOTES = [
     "better of 1 and 2 threads",
     "multiply peak: GOPS of a bare loop of the level's multiply instruction shaped as its kernel's tile "
     "(vpdpbusd zmm 8 x 48 at avx512_vnni, vpmaddwd + vpaddd ymm 6 x 16 at avx2 and avx512, SSE2 pmaddwd "
-    "at portable; operands loaded from L1 and broadcast), per second of each thread's CPU time; best of "
-    "7 runs, at T2 the better of 1 and 2; before each row, and again (up to 3 times, the best kept) "
-    "where a peak is below 80 % of the run's first",
+    "at portable; operands loaded from L1 and broadcast), on T threads, timed as one of each row's "
+    "contenders (wall time, its samples interleaved with theirs, the median; a call makes 2**23 steps of "
+    "the loop), at T2 the better of 1 and 2; the run's peaks before and after its rows, the best of 7 "
+    "runs per second of each thread's CPU time, are for the reader",
     "onnxruntime: session.intra_op.allow_spinning = 0, intra-op threads = T, one inter-op thread",
     "u8 x s8 on a CPU without VNNI: onnxruntime and fbgemm add pairs of products in saturating int16 "
     "(vpmaddubsw), so their results can differ from the exact ones; fbgemm multiplies u8 x u8 as u8 x s8 "
@@ -119,9 +120,9 @@ class Runner:
 
 
 def measure_limits(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
-    """Every level's multiply peak, each probe's runs as long as the plan's samples; where the probes
-    cannot be built, why not (the rows are then held against no limit). Reading B, the other limit
-    of rows with M <= 8, is one of their contenders (sweep.reading_b)."""
+    """Every level's multiply peak, each probe's runs as long as the plan's samples, for the reader (a
+    row's limits are probes among its contenders: sweep.multiply_peak, sweep.reading_b); where the
+    probes cannot be built, why not (the rows are then held against no limit)."""
     instructions = {level: ceilings.multiply_instruction(level) for level in args.levels}
     limits: dict[str, Any] = {"unavailable": None, "peak": {}, "peak_instruction": instructions}
     try:
@@ -131,45 +132,25 @@ def measure_limits(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
     return limits
 
 
-# A row's peak below this fraction of the run's first is probed again, up to PROBES times in all, the
-# best kept: a vCPU that the host takes for a second or two drags a 2-thread loop to a 1-thread rate,
-# which the best of 7 runs over a fraction of a second does not outlast (Zen 5, 2026-11-27: 1054 GOPS
-# at 2 threads before one row, 1921-2151 before the others).
-STEADY, PROBES = 0.8, 3
-
-
-def row_limits(args: argparse.Namespace, plan: Plan, first: dict[str, Any]) -> dict[str, Any]:
-    """The peaks just before a row, probed again while one sags below STEADY of the run's ``first``."""
-    own = measure_limits(args, plan)
-    for _ in range(PROBES - 1):
-        if own["unavailable"] or not sweep.sags(own["peak"], first["peak"], STEADY):
-            break
-        own["peak"] = sweep.best_peaks(own["peak"], measure_limits(args, plan)["peak"])
-    return own
-
-
 Peers = dict[str, tuple[ModuleType | None, str]]  # contender name: its module, or None and why
 
 
-def measure_rows(args: argparse.Namespace, runner: Runner, limits: dict[str, Any], rng: np.random.Generator,
+def measure_rows(args: argparse.Namespace, runner: Runner, rng: np.random.Generator,
                  peers: Peers) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """Every row's summary and per-level analysis, and the targets' verdicts. Each row is held against
-    the peaks measured again just before it, and reading B among its samples: the machine's speed
-    drifts within a run (the vpdpbusd loop measured 1956 GOPS before a run's rows and 2169 after them,
-    Zen 5), so each row's limit comes from the same minutes, or seconds, as the row."""
+    probes timed among its own samples (sweep.limit): the machine's speed drifts within a run (the
+    vpdpbusd loop measured 1956 GOPS before a run's rows and 2169 after them, Zen 5), so each row's
+    limit comes from the same seconds as the row."""
     entries, verdicts = [], []
     for row in sweep.rows(args.dtypes, args.scales, args.shapes, args.m):
-        own = limits if limits["unavailable"] else row_limits(args, runner.plan, limits)
         case = sweep.row_case(row, args.levels, rng, peers[sweep.ORT][0], peers[sweep.TORCH][0])
         for name, (_, why) in peers.items():
             if why:
                 case.skipped.setdefault(name, why)
         summary = runner.run(case)
         del case  # its sessions and packings: one row's worth of memory at a time
-        levels = {level: sweep.analyse(row, summary, level, own) for level in args.levels}
-        entries.append(
-            {"key": row.key, **dataclasses.asdict(row), "summary": summary, "levels": levels, "limits": own}
-        )
+        levels = {level: sweep.analyse(row, summary, level) for level in args.levels}
+        entries.append({"key": row.key, **dataclasses.asdict(row), "summary": summary, "levels": levels})
         for level, analysis in levels.items():
             verdicts += sweep.verdicts(row, level, analysis)
     return entries, verdicts
@@ -200,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {"meta": meta(args, plan, peers)}
     try:
         result["limits"] = measure_limits(args, plan)
-        result["rows"], result["targets"] = measure_rows(args, runner, result["limits"], rng, peers)
+        result["rows"], result["targets"] = measure_rows(args, runner, rng, peers)
         if not result["limits"]["unavailable"]:  # the machine's drift over the run, for the reader
             result["limits"]["peak_after"] = sweep.peaks(args.levels, args.threads, plan.min_sample)
     finally:

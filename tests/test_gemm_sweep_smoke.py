@@ -29,6 +29,14 @@ ARGS = ["--quick", "--m", "1,12", "--shapes", "67x33", "--no-torch"]
 ORT, ORT_PREPACKED, READING = "onnxruntime", "onnxruntime (B prepacked)", "reading B"
 
 
+def peak_names(result: dict) -> set[str]:
+    """The multiply-peak probes among a row's contenders: one per level with a loop (none at amx)."""
+    instructions = result["limits"]["peak_instruction"]
+    return {
+        f"multiply peak [{level}]" for level in result["meta"]["levels"] if instructions[level] is not None
+    }
+
+
 def sweep_command(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SWEEP), *args], capture_output=True, text=True, timeout=300)
 
@@ -54,8 +62,8 @@ def test_every_row_has_every_contender_at_both_thread_counts(run):
     assert keys == [f"{d}_{s}_k67_n33_m{m}" for d, s, m in combinations]
     for row in result["rows"]:
         contenders = row["summary"]["contenders"]
-        reading = {READING} if row["m"] <= 8 else set()  # the read probe, among the samples
-        assert set(contenders) == dmlq_names(levels) | {ORT, ORT_PREPACKED} | reading
+        reading = {READING} if row["m"] <= 8 else set()  # the probes, among the samples
+        assert set(contenders) == dmlq_names(levels) | {ORT, ORT_PREPACKED} | reading | peak_names(result)
         assert row["summary"]["skipped"]["torch"] == "--no-torch"
         for contender in contenders.values():
             assert set(contender["threads"]) == {"1", "2"}
@@ -87,24 +95,29 @@ def assert_measured(limits: dict, levels: list[str]) -> None:
             assert per_thread["2"] >= per_thread["1"] > 0
 
 
-def test_limits_and_fractions_follow_from_the_peaks_before_each_row_and_reading_b_among_its_samples(run):
+def best_median_rate(contender: dict, threads: int) -> float:
+    """A probe's median rate at the best of ``threads`` threads or fewer."""
+    return max(measured["rate"] for t, measured in contender["threads"].items() if int(t) <= threads)
+
+
+def test_limits_and_fractions_follow_from_the_probes_among_each_rows_samples(run):
     _, result, _ = run
     levels = result["meta"]["levels"]
-    assert_measured(result["limits"], levels)
+    assert_measured(result["limits"], levels)  # the run's peaks, before and after its rows
     assert set(result["limits"]["peak_after"]) == set(levels)
     for row in result["rows"]:
-        limits = row["limits"]  # the row's own peaks
-        assert_measured(limits, levels)
         contenders = row["summary"]["contenders"]
         for level, analysis in row["levels"].items():
             packed = contenders[f"dmlq packed [{level}]"]["best"]
             bound = analysis["limit"]
-            peak = limits["peak"][level][str(bound["threads"])]
+            peak_probe = contenders[f"multiply peak [{level}]"]
+            peak = best_median_rate(peak_probe, bound["threads"])
             if row["m"] == 1:  # reading B at the best of as many threads or fewer, or the peak if lower
                 medians = [measured["median"] for t, measured in contenders[READING]["threads"].items()
                            if int(t) <= bound["threads"]]  # fmt: skip
                 assert row["k"] * row["n"] / min(medians) > 1e9  # per pass: a call makes ~10**6 of them
-                reading = 2 * row["m"] * row["k"] * row["n"] / min(medians) / 1e9
+                reading = best_median_rate(contenders[READING], bound["threads"])
+                assert math.isclose(reading, 2 * row["m"] * row["k"] * row["n"] / min(medians) / 1e9)
                 assert math.isclose(bound["gops"], min(reading, peak))
                 assert bound["kind"] == ("peak" if peak < reading else "bandwidth")
             else:
@@ -139,7 +152,9 @@ def test_table_chart_and_load_are_written(run):
     markdown = (out / "gemm_sweep.md").read_text()
     assert markdown.startswith("# dmlq matrix multiply sweep")
     assert "Load average" in markdown and set(result["meta"]["load_average"]) == {"before", "after"}
-    assert "multiply peak at portable before each row (the rows' limits): T1 " in markdown
+    assert (
+        "multiply peak at portable among the samples of each row (medians, the rows' limits): T1 " in markdown
+    )
     assert "reading B among the samples of each row with M <= 8 (medians): T1 " in markdown
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "gemm_sweep.png").read_bytes()[:4] == b"\x89PNG"
@@ -158,31 +173,12 @@ def test_where_the_probes_cannot_be_built_no_row_is_held_against_a_limit(monkeyp
     limits = gemm_sweep.measure_limits(args, gemm_sweep.PLANS["quick"])
     assert limits["unavailable"] == "cannot run the C compiler 'cc'"
     for row in sweep.rows(["u8s8"], ["tensor"], [(67, 33)], [1, 12]):
-        assert sweep.limit(row, "portable", "1", limits, {}) == ("unmeasured", None)
+        assert sweep.limit(row, "portable", "1", {}) == ("unmeasured", None)
     one_row = sweep.Row("u8s8", "tensor", 67, 33, 1)
     case = sweep.row_case(one_row, ["portable"], np.random.default_rng(0), None, None)
-    assert READING not in {c.name for c in case.contenders}
-    assert case.skipped[READING] == "cannot run the C compiler 'cc'"
+    assert not {READING, "multiply peak [portable]"} & {c.name for c in case.contenders}
+    assert case.skipped[READING] == case.skipped["multiply peak"] == "cannot run the C compiler 'cc'"
     assert sweep.limit_lines({"limits": limits}) == ["limits not measured: cannot run the C compiler 'cc'"]
-
-
-def test_a_row_peak_far_below_the_runs_first_is_probed_again_and_the_best_kept(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    gemm_sweep = importlib.import_module("gemm_sweep")
-    first = {"unavailable": None, "peak": {"avx2": {"1": 225.0, "2": 450.0}}}
-    probes = iter([230.0, 300.0, 280.0, 445.0])  # 2-thread peaks, all below 80 % of 450
-
-    def measured(args, plan):
-        return {"unavailable": None, "peak": {"avx2": {"1": 220.0, "2": next(probes)}}}
-
-    monkeypatch.setattr(gemm_sweep, "measure_limits", measured)
-    own = gemm_sweep.row_limits(None, gemm_sweep.PLANS["quick"], first)
-    assert own["peak"] == {"avx2": {"1": 220.0, "2": 300.0}}
-    assert next(probes) == 445.0  # three probes at most
-
-    probes = iter([400.0, 100.0, 100.0, 100.0])  # steady at once (above 80 % of 450): one probe
-    assert gemm_sweep.row_limits(None, gemm_sweep.PLANS["quick"], first)["peak"]["avx2"]["2"] == 400.0
-    assert next(probes) == 100.0 and next(probes) == 100.0 and next(probes) == 100.0
 
 
 @pytest.mark.parametrize(

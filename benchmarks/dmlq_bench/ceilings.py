@@ -163,6 +163,27 @@ def _whole_steps(size: int, threads: int) -> int:
     return max(step, -(-size // step) * step)
 
 
+def multiply_step_operations(level: str) -> float | None:
+    """Operations in one step of ``level``'s multiply loop on one thread (None: no loop for it)."""
+    loop = MULTIPLY_LOOPS.get(level)
+    return None if loop is None else 2.0 * loop[1]
+
+
+def multiplying(level: str, operations: float) -> Callable[[int], Callable[[], float]]:
+    """``prepare`` for a timed contender: ``level``'s multiply loop (``multiply_peak``'s, which the
+    level must have) doing ``operations`` operations per call, shared by the block's threads and
+    rounded to whole steps of each. The probe starts its threads once per call, so a call should be
+    long enough to hide that."""
+    kind, products, _ = MULTIPLY_LOOPS[level]
+    library = _library()
+
+    def prepare(threads: int) -> Callable[[], float]:
+        rounds = max(1, round(operations / (2.0 * products * threads)))
+        return lambda: library.dmlq_probe_multiply(kind, rounds, threads)
+
+    return prepare
+
+
 def reading(size: int, passes: int) -> Callable[[int], Callable[[], float]]:
     """``prepare`` for a timed contender: ``passes`` read passes, as memory_bandwidth("read") makes, over
     a buffer of ``size`` bytes (rounded up to whole steps) on the block's threads, per call. The

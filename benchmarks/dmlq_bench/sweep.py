@@ -6,11 +6,14 @@ for (the level set before each call), onnxruntime's QLinearMatMul with B an init
 and fed as an input, and fbgemm's quantized linear with a prepacked weight.
 
 The limit a row is held against, measured by bare loops (``ceilings``): the peak of the level's
-multiply instruction (vpdpbusd at avx512_vnni, vpmaddwd at avx2), measured just before the row, and,
-for M <= 8, reading B once, whichever is lower. Reading B is timed among the row's contenders, its
-samples interleaved with theirs, because the memory bandwidth a shared machine gives can switch
-within seconds (Zen 5, 2026-11-27: a 45 MB buffer read at ~90-120 or ~186-208 GB/s at 2 threads, a
-row's limit taken before its samples once came out twice what its samples met).
+multiply instruction (vpdpbusd at avx512_vnni, vpmaddwd at avx2) and, for M <= 8, reading B once,
+whichever is lower. Both are timed among the row's contenders, their samples interleaved with theirs
+and their medians taken, as dmlq's are: a shared machine's speed drifts within seconds, and a limit
+measured apart from the samples it bounds measures other seconds (Zen 5, 2026-11-27: a 45 MB buffer
+read at ~90-120 or ~186-208 GB/s at 2 threads, and a row's limit taken before its samples once came
+out twice what its samples met; the vpdpbusd loop's best of 7 before each row spanned 1965-2155 GOPS
+at 2 threads within one run, and the same rows' fractions of it moved by up to 9 points between runs
+minutes apart).
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ BANDWIDTH_BOUND_M = 8  # at or below: reading B once may bound the time
 PACKED, UNPACKED = "dmlq packed", "dmlq"
 READING = "reading B"  # the read probe over a buffer of B's size, a contender of rows with M <= 8
 READ_BYTES_PER_CALL = 2 << 30  # its passes per call: starting its threads (~50 us) is then below 1 %
+PEAK = "multiply peak"  # a level's multiply loop, a contender of every row (dmlq_name(PEAK, level))
+PEAK_STEPS_PER_CALL = 1 << 23  # steps of its loop per call: 7-30 ms at any level and thread count on
+# Zen 5 (starting its threads, ~50 us, is then below 1 %), the fewer products a step the slower
 ORT, ORT_PREPACKED, TORCH = "onnxruntime", "onnxruntime (B prepacked)", "torch"
 # (dmlq contender, peer): the ratios reported, peer time over dmlq time
 COMPARISONS = ((PACKED, ORT_PREPACKED), (PACKED, TORCH), (UNPACKED, ORT))
@@ -79,18 +85,20 @@ def dmlq_name(name: str, level: str) -> str:
 
 def row_case(row: Row, levels: list[str], rng: np.random.Generator, onnx_routes: ModuleType | None,
              torch_routes: ModuleType | None) -> Case:  # fmt: skip
-    """The row's contenders; the first, dmlq packed at the first level, gives the result checked against."""
+    """The row's contenders; the first, dmlq packed at the first level, gives the result checked against.
+    The probes of its limits (``limit``) are contenders too; where they cannot be built, the row has none."""
     problem = row.problem(rng)
     contenders = []
     for level in levels:
         contenders.append(dmlq_routes.at_level(level, dmlq_routes.packed_matmul(problem, PACKED)))
         contenders.append(dmlq_routes.at_level(level, dmlq_routes.matmul(problem, UNPACKED)))
     skipped: dict[str, str] = {}
-    if row.m <= BANDWIDTH_BOUND_M:
-        try:
+    try:
+        contenders += [probe for level in levels if (probe := multiply_peak(row, level)) is not None]
+        if row.m <= BANDWIDTH_BOUND_M:
             contenders.append(reading_b(row))
-        except ceilings.CeilingError as error:
-            skipped[READING] = str(error)
+    except ceilings.CeilingError as error:
+        skipped[PEAK] = skipped[READING] = str(error)
     add_peer(contenders, skipped, ORT, onnx_routes, "matmul", problem)
     add_peer(contenders, skipped, TORCH, torch_routes, "matmul", problem)
     title = f"{row.dtype} B per-{row.scales}, M={row.m} K={row.k} N={row.n}"
@@ -106,13 +114,31 @@ def reading_b(row: Row) -> Contender:
                      note="the read probe, not a multiply", repeats=passes)  # fmt: skip
 
 
+def multiply_peak(row: Row, level: str) -> Contender | None:
+    """``level``'s multiply loop run for a whole number of the row's operations per call: its GOPS are
+    the row's operations over that time (None: no loop for the level, as at amx)."""
+    step = ceilings.multiply_step_operations(level)
+    if step is None:
+        return None
+    repeats = max(1, round(PEAK_STEPS_PER_CALL * step / row.operations))
+    prepare = ceilings.multiplying(level, repeats * row.operations)
+    return Contender(dmlq_name(PEAK, level), prepare, result=None, note="the multiply probe, not a multiply",
+                     repeats=repeats)  # fmt: skip
+
+
+def is_probe(name: str) -> bool:
+    """Whether contender ``name`` is a limit's probe rather than a multiply."""
+    return name == READING or name.startswith(PEAK)
+
+
 # -- limits ------------------------------------------------------------------------------------
 
 
 def peaks(
     levels: list[str], thread_counts: list[int], sample_seconds: float
 ) -> dict[str, dict[str, float | None]]:
-    """GOPS of each level's multiply instruction, per thread count (None: no loop for the level)."""
+    """GOPS of each level's multiply instruction, per thread count (None: no loop for the level): the
+    run's, before and after its rows, for the reader (a row's own limit is timed among its samples)."""
     return {
         level: ceilings.best_of_fewer_threads(
             {t: ceilings.multiply_peak(level, t, sample_seconds) for t in thread_counts}
@@ -121,50 +147,33 @@ def peaks(
     }
 
 
-Peaks = dict[str, dict[str, float | None]]  # per level, per thread count: GOPS (None: no loop)
-
-
-def sags(peaks: Peaks, reference: Peaks, fraction: float) -> bool:
-    """Whether any of ``peaks`` is below ``fraction`` of the same one in ``reference``.
-
-    >>> sags({"avx2": {"1": 220.0, "2": 230.0}}, {"avx2": {"1": 225.0, "2": 450.0}}, 0.8)
-    True
-    >>> sags({"amx": {"1": None, "2": None}}, {"amx": {"1": None, "2": None}}, 0.8)
-    False
-    """
-    return any(
-        gops is not None and reference[level][t] is not None and gops < fraction * reference[level][t]
-        for level, per_thread in peaks.items()
-        for t, gops in per_thread.items()
-    )
-
-
-def best_peaks(first: Peaks, second: Peaks) -> Peaks:
-    """Per level and thread count, the higher of two measurements (on a shared machine other work only
-    slows a loop down).
-
-    >>> best_peaks({"avx2": {"1": 220.0, "2": 230.0}}, {"avx2": {"1": 210.0, "2": 440.0}})
-    {'avx2': {'1': 220.0, '2': 440.0}}
-    """
-    return {
-        level: {t: None if gops is None else max(gops, second[level][t]) for t, gops in per_thread.items()}
-        for level, per_thread in first.items()
-    }
-
-
-def limit(row: Row, level: str, threads: str, limits: dict[str, Any],
-          contenders: dict[str, Any]) -> tuple[str, float | None]:  # fmt: skip
+def limit(row: Row, level: str, threads: str, contenders: dict[str, Any]) -> tuple[str, float | None]:
     """The kind of limit and its GOPS for ``row`` at ``level`` and ``threads``: the lower of the
-    multiply peak and, for M <= 8, reading B once at the best rate of ``threads`` threads or fewer
-    among the row's ``contenders`` (None: no peak measured and M > 8, or no probes)."""
-    if limits["unavailable"]:
+    multiply peak and, for M <= 8, reading B once, each its probe's median rate among the row's
+    ``contenders`` at the best of ``threads`` threads or fewer ("unmeasured", None: no probes; "peak",
+    None: no loop for the level and M > 8)."""
+    if not any(is_probe(name) for name in contenders):
         return "unmeasured", None
-    peak = limits["peak"][level][threads]
+    peak = _probe_rate(contenders, dmlq_name(PEAK, level), threads)
     if row.m > BANDWIDTH_BOUND_M or READING not in contenders:
         return "peak", peak
-    rates = {int(t): measured["rate"] for t, measured in contenders[READING]["threads"].items()}
-    reading = ceilings.best_of_fewer_threads(rates)[threads]
-    return ("peak", peak) if peak is not None and peak < reading else ("bandwidth", reading)
+    reading = _probe_rate(contenders, READING, threads)
+    if peak is not None and (reading is None or peak < reading):
+        return "peak", peak
+    return "bandwidth", reading
+
+
+def _probe_rate(contenders: dict[str, Any], name: str, threads: str) -> float | None:
+    """Probe ``name``'s median rate at the best of ``threads`` threads or fewer (None: not a contender)."""
+    if name not in contenders:
+        return None
+    rates = {int(t): rate for t, rate in _rates(contenders[name]).items()}
+    return ceilings.best_of_fewer_threads(rates)[threads]
+
+
+def _rates(contender: dict[str, Any]) -> dict[str, float | None]:
+    """Per thread count, a contender's median rate."""
+    return {t: measured["rate"] for t, measured in contender["threads"].items()}
 
 
 # -- analysis and targets ----------------------------------------------------------------------
@@ -182,7 +191,7 @@ def spread(samples: list[float]) -> dict[str, float]:
     return {"min": min(samples), "q1": q1, "q3": q3, "max": max(samples)}
 
 
-def analyse(row: Row, summary: dict[str, Any], level: str, limits: dict[str, Any]) -> dict[str, Any]:
+def analyse(row: Row, summary: dict[str, Any], level: str) -> dict[str, Any]:
     """One level's figures for a row: ratios to the peers, and packed dmlq's fraction of the limit."""
     modes = ["best", *(f"T{t}" for t in next(iter(summary["contenders"].values()))["threads"])]
     ratios = {
@@ -191,7 +200,7 @@ def analyse(row: Row, summary: dict[str, Any], level: str, limits: dict[str, Any
     }  # fmt: skip
     packed = summary["contenders"][dmlq_name(PACKED, level)]
     best_threads = str(packed["best"]["threads"])
-    kind, gops = limit(row, level, best_threads, limits, summary["contenders"])
+    kind, gops = limit(row, level, best_threads, summary["contenders"])
     fraction = None if gops is None else packed["best"]["rate"] / gops
     return {"ratios": ratios, "limit": {"kind": kind, "gops": gops, "threads": int(best_threads),
                                         "fraction": fraction}}  # fmt: skip
@@ -300,16 +309,16 @@ def limit_lines(result: dict[str, Any]) -> list[str]:
 
 
 def row_limit_lines(result: dict[str, Any]) -> list[str]:
-    """The range of the limits each row was held against: the peaks measured before it and, for
-    M <= 8, the medians of reading B among its samples."""
-    measured = [entry["limits"] for entry in result["rows"] if not entry["limits"]["unavailable"]]
+    """The range of the limits the rows were held against: the medians of the multiply peak and, for
+    M <= 8, of reading B among each row's samples."""
     lines = []
     for level in result["limits"]["peak"]:
-        peaks = [limits["peak"][level] for limits in measured]
-        if any(gops is not None for per_thread in peaks for gops in per_thread.values()):
-            lines.append(
-                f"multiply peak at {level} before each row (the rows' limits): {_ranges(peaks, 1)} GOPS"
-            )
+        name = dmlq_name(PEAK, level)
+        peaks = [_rates(entry["summary"]["contenders"][name]) for entry in result["rows"]
+                 if name in entry["summary"]["contenders"]]  # fmt: skip
+        if peaks:
+            among = "among the samples of each row (medians, the rows' limits)"
+            lines.append(f"multiply peak at {level} {among}: {_ranges(peaks, 1)} GOPS")
     rates = [reading_rates(entry) for entry in result["rows"] if READING in entry["summary"]["contenders"]]
     if rates:
         lines.append(f"reading B among the samples of each row with M <= {BANDWIDTH_BOUND_M} (medians): "
@@ -373,9 +382,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "GOPS = 2·M·N·K / time at the contender's fastest thread count (T), ± half the interquartile "
         "range of its samples. Ratios: peer time / dmlq time, best against best (above 1: dmlq is faster). "
-        "Limit: the peak of the level's multiply instruction, measured just before the row (a bare loop, "
-        "best of its runs), and, for M <= 8, reading B (a bare loop timed among the row's contenders, its "
-        "median), whichever is lower.",
+        "Limit: the peak of the level's multiply instruction and, for M <= 8, reading B, whichever is "
+        "lower: each a bare loop timed among the row's contenders, its median at the best of as many "
+        "threads or fewer.",
         "",
         markdown_table(TABLE_HEADER, table_rows(result)),
         "",
@@ -421,7 +430,7 @@ def chart(path: Path, result: dict[str, Any]) -> None:
             panel_key = (dtype, scales, k, n)
             entries = [e for e in result["rows"] if (e["dtype"], e["scales"], e["k"], e["n"]) == panel_key]
             ms = [e["m"] for e in entries]
-            for name in (n for n in entries[0]["summary"]["contenders"] if n != READING):
+            for name in (n for n in entries[0]["summary"]["contenders"] if not is_probe(n)):
                 rates = [e["summary"]["contenders"][name]["best"]["rate"] for e in entries]
                 panel.plot(ms, rates, marker="o", markersize=3, label=name,
                            linestyle="-" if name.startswith("dmlq") else "--")  # fmt: skip
