@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|---:|---:|")
     for name, pair in contenders(np.random.default_rng(12)).items():
         ours, theirs = measure(pair, args.samples, args.calls)
-        print(f"| {name} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} |", flush=True)
+        print(f"| {name} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
