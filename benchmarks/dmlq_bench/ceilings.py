@@ -174,11 +174,12 @@ def multiplying(level: str, operations: float) -> Callable[[int], Callable[[], f
     level must have) doing ``operations`` operations per call, shared by the block's threads and
     rounded to whole steps of each. The probe starts its threads once per call, so a call should be
     long enough to hide that."""
-    kind, products, _ = MULTIPLY_LOOPS[level]
+    kind, step = MULTIPLY_LOOPS[level][0], multiply_step_operations(level)
+    assert step is not None
     library = _library()
 
     def prepare(threads: int) -> Callable[[], float]:
-        rounds = max(1, round(operations / (2.0 * products * threads)))
+        rounds = max(1, round(operations / (step * threads)))
         return lambda: library.dmlq_probe_multiply(kind, rounds, threads)
 
     return prepare
