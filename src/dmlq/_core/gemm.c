@@ -312,6 +312,8 @@ typedef struct {
                               * each counter COUNTER_SPACING apart */
     ptrdiff_t counter_stride; /* ranges per batch and phase (the requested thread count) */
     ptrdiff_t a_per_unit;     /* A panels in a claimed unit of work with a block of B (a_panels_per_unit) */
+    int wide_b;               /* the tiles read B' blocks widened by each thread (widens_b) */
+    int8_t *wide;             /* each thread's widened block, after a line that says which it is (widened_block) */
 } gemm_context;
 
 /* Where A panel `panel` of a batch starts, and its row stride: in A itself, or among the copies. */
@@ -419,7 +421,8 @@ static void compute_tile(const gemm_context *c, const packed_operands *pk, ptrdi
         return;
     }
     if (c->int32_sums) {
-        c->kernels->dot(a, lda, b, c->groups, (int)tile.rows, (int)tile.columns, dots);
+        (c->wide_b ? c->kernels->dot_wide : c->kernels->dot)(a, lda, b, c->groups, (int)tile.rows, (int)tile.columns,
+                                                              dots);
         finish_tile(c, dots, &tile);
         return;
     }
@@ -443,9 +446,12 @@ enum {
     ALIASED_PAIRS = 4
 };
 
+/* From one B panel of a block to the next: widened, a panel takes twice its bytes. */
+static ptrdiff_t panel_stride(const gemm_context *c) { return c->b_panel_bytes * (c->wide_b ? 2 : 1); }
+
 static ptrdiff_t block_panels(const gemm_context *c) {
     const ptrdiff_t block = c->b_in_place ? ROW_MAJOR_TILE_INTS / (c->p->m * c->kernels->nr)
-                                          : BLOCK_BYTES / c->b_panel_bytes;
+                                          : BLOCK_BYTES / panel_stride(c);
     return block < 1 ? 1 : block;
 }
 
@@ -513,7 +519,7 @@ static void compute_row_major(const gemm_context *c, const packed_operands *pk, 
 /* Tiles of A panel m with the packed B panels [first, end), panel `first` at b and the others after it. */
 static void compute_tiles(const gemm_context *c, const packed_operands *pk, ptrdiff_t batch, ptrdiff_t m,
                           ptrdiff_t first, ptrdiff_t end, const int8_t *b) {
-    for (ptrdiff_t n = first; n < end; n++, b += c->b_panel_bytes) compute_tile(c, pk, batch, m, n, b);
+    for (ptrdiff_t n = first; n < end; n++, b += panel_stride(c)) compute_tile(c, pk, batch, m, n, b);
 }
 
 /* Tiles of A panel m with the B panels [nb, min(nb + block, n_end)): a block of B panels stays in
@@ -671,10 +677,34 @@ static ptrdiff_t a_panels_per_unit(const gemm_context *c) {
 
 static ptrdiff_t a_panel_groups(const gemm_context *c) { return (c->m_panels + c->a_per_unit - 1) / c->a_per_unit; }
 
+/* A thread's widened block of B panels, after a line that holds which block it is. */
+static ptrdiff_t wide_region_bytes(const gemm_context *c) { return 64 + block_panels(c) * panel_stride(c); }
+
+/* The thread's copy of B panels [nb, end), widened (wide_b), made unless it holds them already: a thread's
+ * units take each block with every A panel in turn. */
+static const int8_t *widened_block(const gemm_context *c, int thread, ptrdiff_t batch, ptrdiff_t nb, ptrdiff_t end) {
+    int8_t *region = c->wide + thread * wide_region_bytes(c);
+    ptrdiff_t *holds = (ptrdiff_t *)region;
+    const ptrdiff_t block = batch * c->n_panels + nb;
+    if (*holds != block) {
+        c->kernels->widen_b(b_panels(c, c->packed, batch) + nb * c->b_panel_bytes, (end - nb) * c->b_panel_bytes,
+                            region + 64);
+        *holds = block;
+    }
+    return region + 64;
+}
+
 /* Unit `group` of A panels (a_per_unit of them) with the B block from panel nb. */
-static void compute_blocks(const gemm_context *c, ptrdiff_t group, ptrdiff_t nb, ptrdiff_t n_end, ptrdiff_t batch) {
-    const ptrdiff_t end = min_size((group + 1) * c->a_per_unit, c->m_panels);
-    for (ptrdiff_t m = group * c->a_per_unit; m < end; m++) compute_block(c, c->packed, batch, m, nb, n_end);
+static void compute_blocks(const gemm_context *c, int thread, ptrdiff_t group, ptrdiff_t nb, ptrdiff_t n_end,
+                           ptrdiff_t batch) {
+    const ptrdiff_t first = group * c->a_per_unit, end = min_size(first + c->a_per_unit, c->m_panels);
+    if (!c->wide_b) {
+        for (ptrdiff_t m = first; m < end; m++) compute_block(c, c->packed, batch, m, nb, n_end);
+        return;
+    }
+    const ptrdiff_t block_end = min_size(nb + block_panels(c), n_end);
+    const int8_t *wide = widened_block(c, thread, batch, nb, block_end);
+    for (ptrdiff_t m = first; m < end; m++) compute_tiles(c, c->packed, batch, m, nb, block_end, wide);
 }
 
 static int split_columns(const batch_work *w) { return w->c->n_panels >= w->threads; }
@@ -699,7 +729,8 @@ static void compute_unit(const batch_work *w, int thread, int r, ptrdiff_t unit)
             pack_and_compute_chunk(c, thread, first + unit * PACK_PANELS,
                                    min_size(first + (unit + 1) * PACK_PANELS, end));
         else
-            compute_blocks(c, unit % a_panel_groups(c), first + unit / a_panel_groups(c) * block, end, w->batch);
+            compute_blocks(c, thread, unit % a_panel_groups(c), first + unit / a_panel_groups(c) * block, end,
+                           w->batch);
     } else {
         const ptrdiff_t first = range_start(c->m_panels, r, w->threads);
         const ptrdiff_t rows = range_start(c->m_panels, r + 1, w->threads) - first;
@@ -982,14 +1013,16 @@ static void *carve(layout *l, size_t bytes) {
     return piece;
 }
 
-/* The workspace's pieces: the quantization vectors, the split K's sums, then each thread's packed operands. */
+/* The workspace's pieces: the quantization vectors, the split K's sums, the threads' widened blocks of B,
+ * then each thread's packed operands. */
 static void lay_out(layout *l, const gemm_context *c, packed_operands *packed, int buffers, double **doubles,
-                    float **floats, int32_t **zeros, int64_t **partials) {
+                    float **floats, int32_t **zeros, int64_t **partials, int8_t **wide) {
     const ptrdiff_t rows = padded_rows(c), columns = c->n_panels * c->kernels->nr;
     *doubles = carve(l, sizeof(double) * (size_t)(3 * rows + columns));
     *floats = carve(l, sizeof(float) * (size_t)(rows + columns));
     *zeros = carve(l, sizeof(int32_t) * (size_t)(rows + columns));
     *partials = carve(l, sizeof(int64_t) * GEMM_MAX_TILE * (size_t)(c->k_shares > 1 ? c->n_panels * c->k_shares : 0));
+    *wide = carve(l, c->wide_b ? (size_t)(c->counter_stride * wide_region_bytes(c)) : 0);
     for (int i = 0; i < buffers; i++) {
         packed_operands *pk = &packed[i];
         pk->a = carve(l, (size_t)(c->m_panels * c->a_panel_bytes));
@@ -1096,6 +1129,21 @@ static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
     return threads > 1 && few_panels && worth_it ? threads : 1;
 }
 
+/* AVX2's kernel sign-extends B's bytes to words as it loads them: one shuffle per 6 multiply-adds (and as
+ * many additions), on the pipes they use. Where each B panel meets WIDE_MIN_A_PANELS A panels or more, each
+ * thread instead widens each of its blocks of B once into a buffer of its own (twice the bytes, half the
+ * panels, so that it stays in L2). Zen 5, level avx2, medians of 3-4 interleaved runs: 2048 x 768 x 768
+ * u8 x s8 190-194 -> 204-206 GOPS at 1 thread; u8 x u8 376-383 -> 399-404 at 2; 2048 x 4096 x 4096
+ * 404-405 -> 426-427 at 2; 64 x 768 x 768 +3.5 %, 128 x 4096 x 4096 +1 %; but 32 x 4096 x 4096 (6 A
+ * panels, B from L3) lost 10 % and 16 x 1024 x 1024 4 %. A doubled block gained nothing. Only where
+ * threads share B by columns in one K chunk (compute_blocks). */
+enum { WIDE_MIN_A_PANELS = 16 };
+
+static int widens_b(const gemm_context *c, int threads) {
+    return c->kernels->dot_wide && c->int32_sums && !c->b_in_place && !c->per_thread_batches && !c->b_by_chunk &&
+           c->k_shares == 1 && c->n_panels >= threads && c->m_panels >= WIDE_MIN_A_PANELS;
+}
+
 /* A multiply's claim counters and packed operands up to these counts live on its caller's stack (one
  * batch on two threads needs 4 and 1): calloc and free were 4 % of a 1 x 64 x 48 call. Only the
  * counters in use are zeroed, and the operands are left to lay_out, which sets each in use: zeroing
@@ -1119,6 +1167,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     c.k_shares = split_k_shares(&c, threads);
     c.b_by_chunk = packs_b_by_chunk(&c, threads);
     c.counter_stride = threads;
+    c.wide_b = widens_b(&c, threads);
     c.a_per_unit = a_panels_per_unit(&c);
     const int buffers = c.per_thread_batches ? threads : 1;
     const ptrdiff_t counters = 2 * p->batches * threads;
@@ -1129,7 +1178,7 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     float *floats;
     int32_t *zeros;
     layout measured = {NULL, 0};
-    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
+    if (packed) lay_out(&measured, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials, &c.wide);
     int kept = 0;
     layout l = {packed ? workspace_take(measured.used, &kept) : NULL, 0};
     const size_t counter_bytes = sizeof(ptrdiff_t) * (size_t)(counters * COUNTER_SPACING);
@@ -1138,7 +1187,9 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
     const int status = l.base && c.counters ? 0 : -1;
     long *cache_taken = NULL;
     if (status == 0) {
-        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials);
+        lay_out(&l, &c, packed, buffers, &doubles, &floats, &zeros, &c.partials, &c.wide);
+        for (ptrdiff_t t = 0; c.wide_b && t < c.counter_stride; t++) /* no block widened yet */
+            *(ptrdiff_t *)(c.wide + t * wide_region_bytes(&c)) = -1;
         column_quantization own = own_columns(&c, doubles, floats, zeros);
         fill_quantization(&c, doubles, floats, zeros, columns_of(&c, &own, &cache_taken));
         c.q.epilogue = p->epilogue;
@@ -1147,9 +1198,11 @@ int dmlq_gemm(const dmlq_gemm_problem *p, int threads) {
         c.row_sums_needed = c.b_in_place || !c.q.b_zero_uniform || (p->n > 0 && c.q.b_zero[0] != 0);
         for (int i = 0; i < buffers && !c.row_sums_needed; i++)
             memset(packed[i].row_sums, 0, sizeof(int32_t) * (size_t)padded_rows(&c));
-        c.int32_direct = c.int32_sums && c.kernels->dot_int32 && p->epilogue && p->epilogue->kind == DMLQ_EPILOGUE_INT32 &&
+        c.int32_direct = !c.wide_b && c.int32_sums && c.kernels->dot_int32 && p->epilogue &&
+                         p->epilogue->kind == DMLQ_EPILOGUE_INT32 &&
                          p->out_col == (ptrdiff_t)sizeof(int32_t);
-        c.requantize_direct = c.int32_sums && c.kernels->dot_requantize && !p->epilogue && p->out_col == 1 && c.q.estimate;
+        c.requantize_direct =
+            !c.wide_b && c.int32_sums && c.kernels->dot_requantize && !p->epilogue && p->out_col == 1 && c.q.estimate;
         c.packed = packed;
         c.packed_ahead = packs_ahead(&c, threads);
         if (c.packed_ahead) {
@@ -1179,12 +1232,13 @@ int dmlq_requantizer_init(dmlq_requantizer *r, const dmlq_gemm_problem *p) {
     float *floats;
     int32_t *zeros;
     int64_t *partials; /* none: no split K here */
+    int8_t *wide;      /* none: no tiles here */
     layout l = {NULL, 0};
-    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials, &wide);
     l.base = r->memory = dmlq_allocate(l.used);
     if (!r->memory) return -1;
     l.used = 0;
-    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials);
+    lay_out(&l, &c, NULL, 0, &doubles, &floats, &zeros, &partials, &wide);
     column_quantization columns = own_columns(&c, doubles, floats, zeros);
     fill_columns(p, c.n_panels * c.kernels->nr, zero_shift(&c), &columns);
     fill_quantization(&c, doubles, floats, zeros, &columns);

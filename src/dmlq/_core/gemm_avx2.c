@@ -48,10 +48,8 @@ static ALWAYS_INLINE __m256i add_products(__m256i acc, __m256i a, __m256i b) {
     return acc;
 }
 
-/* Adds `rows` rows' products with one pair of k of a B' panel (NR columns of 2 bytes) to acc. */
-static ALWAYS_INLINE void dot_pair(const uint8_t *a, const int8_t *b, __m256i acc[][2], const int rows) {
-    const __m256i left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
-    const __m256i right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+/* Adds `rows` rows' products with one pair of k of B' (NR columns of 2 words) to acc. */
+static ALWAYS_INLINE void dot_pair(const uint8_t *a, __m256i left, __m256i right, __m256i acc[][2], const int rows) {
     for (int m = 0; m < rows; m++) {
         int32_t words;
         memcpy(&words, a + 4 * m, 4);
@@ -61,25 +59,43 @@ static ALWAYS_INLINE void dot_pair(const uint8_t *a, const int8_t *b, __m256i ac
     }
 }
 
+/* One pair of k of a B' panel as words: NR columns of 2 bytes, sign-extended as they are loaded, or
+ * (`wide`) of 2 words, widened beforehand (widen_b_avx2). */
+static ALWAYS_INLINE void b_pair(const int8_t *b, __m256i *left, __m256i *right, const int wide) {
+    if (wide) {
+        *left = _mm256_load_si256((const __m256i *)b);
+        *right = _mm256_load_si256((const __m256i *)(b + 32));
+    } else {
+        *left = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+        *right = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+    }
+}
+
 /* dot(A', B') of `rows` rows x NR columns of a packed panel over `groups` groups of 4 k (a line of
- * B' each), into tile[MR * NR], asking for B's line PREFETCH_BYTES ahead. A panel streamed from
- * memory otherwise waits on it: at 4 KiB ahead, asked for at each pair, 1 x 4096 x 11008 read B at
- * 30 GB/s at 1 thread and 58-62 at 2; at 16 KiB, once a line, 50-51 and 98-101 (Zen 5, level avx2);
- * 2 rows 24-25 and 51 -> 42 and 81, 4 rows 20 and 39 -> 23.5 and 43-47. 24 and 32 KiB were slower,
- * 12 as fast; B in L2 or L3 (768^2, 1024^2, 4096^2) and M = 32 and 128 took the same time.
+ * B' each, two when `wide`), into tile[MR * NR], asking for B's line PREFETCH_BYTES ahead unless it
+ * is widened (in L2 then, for the next A panel: asking for both lines lost 4 %, 2048 x 768 x 768 at
+ * 1 thread 205 -> 197 GOPS). A panel of bytes streamed from memory otherwise waits on it: at 4 KiB
+ * ahead, asked for at each pair, 1 x 4096 x 11008 read B at 30 GB/s at 1 thread and 58-62 at 2; at
+ * 16 KiB, once a line, 50-51 and 98-101 (Zen 5, level avx2); 2 rows 24-25 and 51 -> 42 and 81, 4
+ * rows 20 and 39 -> 23.5 and 43-47. 24 and 32 KiB were slower, 12 as fast; B in L2 or L3 (768^2, 1024^2, 4096^2) and M = 32 and 128 took the same time.
  * A whole tile asks for its A' panel A_PREFETCH_BYTES ahead too, once a group (48 bytes of A'): a
  * panel of K = 4096 is 48 KiB, read from L3 or memory when A is large, and waited on by the first of
  * the block's tiles that use it. 2048 x 4096 x 4096 went from 169 to 206 GOPS at 1 thread and 340
  * to 393 at 2 (Zen 5, level avx2, medians of 3 interleaved runs; 4 and 16 KiB ahead did as well);
  * 2048 x 768^2 and 1024^2, 128 x 4096^2, 32 x 4096 x 11008 and 8 x 1024^2 took the same time. */
-static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t groups, int32_t *tile, const int rows) {
+static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t groups, int32_t *tile, const int rows,
+                                   const int wide) {
+    const ptrdiff_t pair_bytes = wide ? 2 * PAIR_B_BYTES : PAIR_B_BYTES;
     __m256i acc[MR][2];
     for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
-    for (ptrdiff_t g = 0; g < groups; g++, a += 2 * PAIR_A_BYTES, b += 2 * PAIR_B_BYTES) {
-        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+    for (ptrdiff_t g = 0; g < groups; g++, a += 2 * PAIR_A_BYTES, b += 2 * pair_bytes) {
+        if (!wide) _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
         if (rows == MR) _mm_prefetch((const char *)a + A_PREFETCH_BYTES, _MM_HINT_T0);
-        dot_pair(a, b, acc, rows);
-        dot_pair(a + PAIR_A_BYTES, b + PAIR_B_BYTES, acc, rows);
+        for (int pair = 0; pair < 2; pair++) {
+            __m256i left, right;
+            b_pair(b + pair * pair_bytes, &left, &right, wide);
+            dot_pair(a + pair * PAIR_A_BYTES, left, right, acc, rows);
+        }
     }
     for (int m = 0; m < rows; m++) {
         _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
@@ -87,18 +103,36 @@ static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t 
     }
 }
 
+static ALWAYS_INLINE void dot_any_rows(const uint8_t *a, const int8_t *b, ptrdiff_t groups, int rows, int32_t *tile,
+                                       const int wide) {
+    switch (rows) {
+    case 1: dot_rows(a, b, groups, tile, 1, wide); break;
+    case 2: dot_rows(a, b, groups, tile, 2, wide); break;
+    case 3: dot_rows(a, b, groups, tile, 3, wide); break;
+    case 4: dot_rows(a, b, groups, tile, 4, wide); break;
+    case 5: dot_rows(a, b, groups, tile, 5, wide); break;
+    default: dot_rows(a, b, groups, tile, MR, wide); break;
+    }
+}
+
 static void dot_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
                      int32_t *tile) {
     (void)lda; /* packed panels: pairs are PAIR_A_BYTES apart */
     (void)columns;
-    switch (rows) {
-    case 1: dot_rows(a, b, groups, tile, 1); break;
-    case 2: dot_rows(a, b, groups, tile, 2); break;
-    case 3: dot_rows(a, b, groups, tile, 3); break;
-    case 4: dot_rows(a, b, groups, tile, 4); break;
-    case 5: dot_rows(a, b, groups, tile, 5); break;
-    default: dot_rows(a, b, groups, tile, MR); break;
-    }
+    dot_any_rows(a, b, groups, rows, tile, 0);
+}
+
+static void dot_wide_avx2(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                          int32_t *tile) {
+    (void)lda, (void)columns;
+    dot_any_rows(a, b, groups, rows, tile, 1);
+}
+
+/* B' panels (`bytes` of them, a multiple of 16) as words, for dot_wide_avx2. */
+static void widen_b_avx2(const int8_t *panels, ptrdiff_t bytes, int8_t *wide) {
+    for (ptrdiff_t i = 0; i < bytes; i += 16)
+        _mm256_store_si256((__m256i *)(wide + 2 * i),
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(panels + i))));
 }
 
 /* ---- B read where it lies ------------------------------------------------------------------------ */
@@ -475,7 +509,8 @@ static void requantize_avx2(const int32_t *dot, const gemm_tile *t, const gemm_q
 }
 
 const gemm_kernels dmlq_gemm_avx2 = {.mr = MR, .nr = NR, .group_multiple = 1, .a_group_bytes = 2 * PAIR_A_BYTES,
-                                     .b_pair_layout = 1, .dot = dot_avx2, .dot_row_major = dot_row_major_avx2,
+                                     .b_pair_layout = 1, .dot = dot_avx2, .dot_wide = dot_wide_avx2,
+                                     .widen_b = widen_b_avx2, .dot_row_major = dot_row_major_avx2,
                                      .pack_a_row_major = dmlq_gemm_pack_a_row_major_avx2,
                                      .row_major_in_order = row_major_in_order_avx2,
                                      .row_major_rows = ROW_MAJOR_ROWS, .row_major_rows_always = 4,

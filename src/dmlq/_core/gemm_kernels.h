@@ -73,6 +73,12 @@ typedef struct {
      * first `rows` rows and `columns` columns are real (a kernel may leave the others unwritten). */
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
                 int32_t *tile);
+    /* Optional: `dot` over B' panels widened beforehand by widen_b (their bytes sign-extended to words,
+     * twice the panel's bytes): a large M reuses each panel over many A' panels, and a widening per
+     * multiply takes it off the kernel's loop (gemm.c's wide_b). */
+    void (*dot_wide)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
+                     int32_t *tile);
+    void (*widen_b)(const int8_t *panels, ptrdiff_t bytes, int8_t *wide);
     /* Optional: `dot` of a whole MR x NR tile whose sums fit in int32, corrected by the zero-point terms
      * and stored as int32 straight into the tile's output (contiguous int32 columns): the int32
      * epilogue's result (gemm_epilogue.c) without the tile's round trip through memory. */
