@@ -29,7 +29,8 @@ enum {
     NR = 16,
     PAIR_A_BYTES = MR * 4, /* one pair of k of an A' panel: MR rows of 2 words */
     PAIR_B_BYTES = NR * 2, /* one pair of k of a B' panel: NR columns of 2 bytes */
-    PREFETCH_BYTES = 16384, /* B' panels are asked for this far ahead (dot_rows) */
+    PREFETCH_BYTES = 16384, /* B' panels are asked for this far ahead (dot_rows), */
+    PREFETCH_MIN_GROUPS = 512, /* over a K of this many groups or more */
     A_PREFETCH_BYTES = 8192, /* and a whole tile's A' panel this far */
     ROW_MAJOR_ROWS = 8,  /* rows of A with a row-major B, */
     ROW_MAJOR_GROUP = 4, /* in groups of 4 rows */
@@ -72,12 +73,15 @@ static ALWAYS_INLINE void b_pair(const int8_t *b, __m256i *left, __m256i *right,
 }
 
 /* dot(A', B') of `rows` rows x NR columns of a packed panel over `groups` groups of 4 k (a line of
- * B' each, two when `wide`), into tile[MR * NR], asking for B's line PREFETCH_BYTES ahead unless it
- * is widened (in L2 then, for the next A panel: asking for both lines lost 4 %, 2048 x 768 x 768 at
- * 1 thread 205 -> 197 GOPS). A panel of bytes streamed from memory otherwise waits on it: at 4 KiB
- * ahead, asked for at each pair, 1 x 4096 x 11008 read B at 30 GB/s at 1 thread and 58-62 at 2; at
- * 16 KiB, once a line, 50-51 and 98-101 (Zen 5, level avx2); 2 rows 24-25 and 51 -> 42 and 81, 4
- * rows 20 and 39 -> 23.5 and 43-47. 24 and 32 KiB were slower, 12 as fast; B in L2 or L3 (768^2, 1024^2, 4096^2) and M = 32 and 128 took the same time.
+ * B' each, two when `wide`), into tile[MR * NR]. One row adds each pair of k into a set of
+ * accumulators of its own (1 x 768 x 768 at 1 thread, Zen 5, level avx2: 97 -> 107 GOPS).
+ * Over a long K (PREFETCH_MIN_GROUPS or more, a panel streamed from L3 or memory) the kernel asks for
+ * B's line PREFETCH_BYTES ahead, once a group, which such a panel otherwise waits on: at 4 KiB ahead,
+ * asked for at each pair, 1 x 4096 x 11008 read B at 30 GB/s at 1 thread and 58-62 at 2; at 16 KiB,
+ * 50-51 and 98-101; 2 rows 24-25 and 51 -> 42 and 81, 4 rows 20 and 39 -> 23.5 and 43-47; 24 and 32
+ * KiB were slower, 12 as fast. A shorter K's panel comes from L2, where the requests cost time: 1 x
+ * 768 x 768 107 -> 118 GOPS without them, 4 x 1024 x 1024 +2.5 %; and a widened one (in L2, for the
+ * next A panel) lost 4 % with both its lines asked for (2048 x 768 x 768, 205 -> 197 GOPS).
  * A whole tile asks for its A' panel A_PREFETCH_BYTES ahead too, once a group (48 bytes of A'): a
  * panel of K = 4096 is 48 KiB, read from L3 or memory when A is large, and waited on by the first of
  * the block's tiles that use it. 2048 x 4096 x 4096 went from 169 to 206 GOPS at 1 thread and 340
@@ -86,20 +90,25 @@ static ALWAYS_INLINE void b_pair(const int8_t *b, __m256i *left, __m256i *right,
 static ALWAYS_INLINE void dot_rows(const uint8_t *a, const int8_t *b, ptrdiff_t groups, int32_t *tile, const int rows,
                                    const int wide) {
     const ptrdiff_t pair_bytes = wide ? 2 * PAIR_B_BYTES : PAIR_B_BYTES;
-    __m256i acc[MR][2];
-    for (int m = 0; m < rows; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    const int sets = rows == 1 ? 2 : 1;
+    __m256i acc[2][MR][2];
+    for (int s = 0; s < sets; s++)
+        for (int m = 0; m < rows; m++) acc[s][m][0] = acc[s][m][1] = _mm256_setzero_si256();
+    const int ahead = !wide && groups >= PREFETCH_MIN_GROUPS;
     for (ptrdiff_t g = 0; g < groups; g++, a += 2 * PAIR_A_BYTES, b += 2 * pair_bytes) {
-        if (!wide) _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+        if (ahead) _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
         if (rows == MR) _mm_prefetch((const char *)a + A_PREFETCH_BYTES, _MM_HINT_T0);
         for (int pair = 0; pair < 2; pair++) {
             __m256i left, right;
             b_pair(b + pair * pair_bytes, &left, &right, wide);
-            dot_pair(a + pair * PAIR_A_BYTES, left, right, acc, rows);
+            dot_pair(a + pair * PAIR_A_BYTES, left, right, acc[sets == 2 ? pair : 0], rows);
         }
     }
     for (int m = 0; m < rows; m++) {
-        _mm256_store_si256((__m256i *)(tile + m * NR), acc[m][0]);
-        _mm256_store_si256((__m256i *)(tile + m * NR + 8), acc[m][1]);
+        __m256i l = acc[0][m][0], r = acc[0][m][1];
+        if (sets == 2) l = _mm256_add_epi32(l, acc[1][m][0]), r = _mm256_add_epi32(r, acc[1][m][1]);
+        _mm256_store_si256((__m256i *)(tile + m * NR), l);
+        _mm256_store_si256((__m256i *)(tile + m * NR + 8), r);
     }
 }
 
