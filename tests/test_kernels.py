@@ -632,6 +632,22 @@ def test_matmul_b_widened_a_block_at_a_time(level, threads, thread_count, b_batc
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("thread_count", [1, 2])
+def test_matmul_b_packed_a_chunk_at_a_time_and_widened(level, threads, thread_count):
+    """A B of 4 MiB or more packed a chunk at a time by the call, each chunk's blocks widened (avx2, 16 A
+    panels or more), the last chunk and panel partial."""
+    dmlq.set_num_threads(thread_count)
+    rng = np.random.default_rng(thread_count)
+    a, b = integers(rng, U8, (100, 1024)), integers(rng, I8, (1024, 4200))
+    views = matmul_case(rng, a, b, U8, I8, U8, False, True, True)
+    views["a_zero_point"] = U8(128 + rng.integers(-3, 4, views["a_zero_point"].shape))  # mostly unsaturated:
+    views["b_zero_point"] = I8(rng.integers(-3, 4, views["b_zero_point"].shape))  # sums ~ sqrt(K)
+    views["output_zero_point"] = U8(128)
+    views["output_scale"] = views["output_scale"] * np.float32(np.sqrt(1024) / 4)
+    got = check_matmul(views, U8)
+    assert 0.3 < np.mean((got > 0) & (got < 255))
+
+
 @pytest.mark.parametrize("b_layout", ["4 KiB apart", "8 KiB apart, a tail", "reversed", "one row"])
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 def test_matmul_b_in_place_row_strides(level, m, b_layout):

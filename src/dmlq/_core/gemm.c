@@ -533,6 +533,23 @@ static void compute_block(const gemm_context *c, const packed_operands *pk, ptrd
         compute_tiles(c, pk, batch, m, nb, end, b_panels(c, pk, batch) + nb * c->b_panel_bytes);
 }
 
+/* A thread's widened block of B panels, after a line that holds which block it is. */
+static ptrdiff_t wide_region_bytes(const gemm_context *c) { return 64 + block_panels(c) * panel_stride(c); }
+
+/* The thread's copy of panels [nb, end) of a batch's B (their bytes at `panels`), widened (wide_b), made
+ * unless it holds them already: a thread's units take each block with every A panel in turn. */
+static const int8_t *widened_block(const gemm_context *c, int thread, ptrdiff_t batch, ptrdiff_t nb, ptrdiff_t end,
+                                   const int8_t *panels) {
+    int8_t *region = c->wide + thread * wide_region_bytes(c);
+    ptrdiff_t *holds = (ptrdiff_t *)region;
+    const ptrdiff_t block = batch * c->n_panels + nb;
+    if (*holds != block) {
+        c->kernels->widen_b(panels, (end - nb) * c->b_panel_bytes, region + 64);
+        *holds = block;
+    }
+    return region + 64;
+}
+
 /* A large B packed whole before its tiles goes to memory and is read back from there; instead (one batch,
  * B's panels shared out by columns) each thread packs a chunk of panels into a buffer of its own, which
  * stays in the caches for the chunk's tiles, then the next. Zen 5, avx512_vnni, B of 4096 x 11008 and
@@ -562,9 +579,12 @@ static void pack_and_compute_chunk(const gemm_context *c, int thread, ptrdiff_t 
                              pk->column_sums + nb * nr};
     pack_b_chunk(&chunk, 0, end - nb);
     const ptrdiff_t block = block_panels(c);
-    for (ptrdiff_t first = nb; first < end; first += block)
-        for (ptrdiff_t m = 0; m < c->m_panels; m++)
-            compute_tiles(c, pk, 0, m, first, min_size(first + block, end), panels + (first - nb) * c->b_panel_bytes);
+    for (ptrdiff_t first = nb; first < end; first += block) {
+        const ptrdiff_t block_end = min_size(first + block, end);
+        const int8_t *b = panels + (first - nb) * c->b_panel_bytes;
+        if (c->wide_b) b = widened_block(c, thread, 0, first, block_end, b);
+        for (ptrdiff_t m = 0; m < c->m_panels; m++) compute_tiles(c, pk, 0, m, first, block_end, b);
+    }
 }
 
 /* A few rows against fewer B panels than threads would leave threads idle: instead every panel's
@@ -677,23 +697,6 @@ static ptrdiff_t a_panels_per_unit(const gemm_context *c) {
 
 static ptrdiff_t a_panel_groups(const gemm_context *c) { return (c->m_panels + c->a_per_unit - 1) / c->a_per_unit; }
 
-/* A thread's widened block of B panels, after a line that holds which block it is. */
-static ptrdiff_t wide_region_bytes(const gemm_context *c) { return 64 + block_panels(c) * panel_stride(c); }
-
-/* The thread's copy of B panels [nb, end), widened (wide_b), made unless it holds them already: a thread's
- * units take each block with every A panel in turn. */
-static const int8_t *widened_block(const gemm_context *c, int thread, ptrdiff_t batch, ptrdiff_t nb, ptrdiff_t end) {
-    int8_t *region = c->wide + thread * wide_region_bytes(c);
-    ptrdiff_t *holds = (ptrdiff_t *)region;
-    const ptrdiff_t block = batch * c->n_panels + nb;
-    if (*holds != block) {
-        c->kernels->widen_b(b_panels(c, c->packed, batch) + nb * c->b_panel_bytes, (end - nb) * c->b_panel_bytes,
-                            region + 64);
-        *holds = block;
-    }
-    return region + 64;
-}
-
 /* Unit `group` of A panels (a_per_unit of them) with the B block from panel nb. */
 static void compute_blocks(const gemm_context *c, int thread, ptrdiff_t group, ptrdiff_t nb, ptrdiff_t n_end,
                            ptrdiff_t batch) {
@@ -703,7 +706,8 @@ static void compute_blocks(const gemm_context *c, int thread, ptrdiff_t group, p
         return;
     }
     const ptrdiff_t block_end = min_size(nb + block_panels(c), n_end);
-    const int8_t *wide = widened_block(c, thread, batch, nb, block_end);
+    const int8_t *b = b_panels(c, c->packed, batch) + nb * c->b_panel_bytes;
+    const int8_t *wide = widened_block(c, thread, batch, nb, block_end, b);
     for (ptrdiff_t m = first; m < end; m++) compute_tiles(c, c->packed, batch, m, nb, block_end, wide);
 }
 
@@ -1135,13 +1139,15 @@ static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
  * panels, so that it stays in L2). Zen 5, level avx2, medians of 3-4 interleaved runs: 2048 x 768 x 768
  * u8 x s8 190-194 -> 204-206 GOPS at 1 thread; u8 x u8 376-383 -> 399-404 at 2; 2048 x 4096 x 4096
  * 404-405 -> 426-427 at 2; 64 x 768 x 768 +3.5 %, 128 x 4096 x 4096 +1 %; but 32 x 4096 x 4096 (6 A
- * panels, B from L3) lost 10 % and 16 x 1024 x 1024 4 %. A doubled block gained nothing. Only where
- * threads share B by columns in one K chunk (compute_blocks). */
+ * panels, B from L3) lost 10 % and 16 x 1024 x 1024 4 %. A doubled block gained nothing. A B packed by the
+ * call a chunk at a time is widened block by block after each chunk's packing: unpacked 2048 x 4096 x 4096
+ * 395-398 -> 417-419 GOPS, 128 x 4096 x 11008 373-383 -> 392-402 at 2 threads. Only where threads share
+ * B by columns in one K chunk (compute_blocks, pack_and_compute_chunk). */
 enum { WIDE_MIN_A_PANELS = 16 };
 
 static int widens_b(const gemm_context *c, int threads) {
-    return c->kernels->dot_wide && c->int32_sums && !c->b_in_place && !c->per_thread_batches && !c->b_by_chunk &&
-           c->k_shares == 1 && c->n_panels >= threads && c->m_panels >= WIDE_MIN_A_PANELS;
+    return c->kernels->dot_wide && c->int32_sums && !c->b_in_place && !c->per_thread_batches && c->k_shares == 1 &&
+           c->n_panels >= threads && c->m_panels >= WIDE_MIN_A_PANELS;
 }
 
 /* A multiply's claim counters and packed operands up to these counts live on its caller's stack (one
