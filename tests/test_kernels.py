@@ -614,15 +614,17 @@ def test_matmul_many_a_panels_claimed_a_few_at_a_time(level, threads, thread_cou
 
 
 @pytest.mark.parametrize("thread_count", [1, 2, 3])
-@pytest.mark.parametrize("b_batches", [1, 3], ids=["one B", "a B per batch"])
-def test_matmul_b_widened_a_block_at_a_time(level, threads, thread_count, b_batches):
+@pytest.mark.parametrize("b_batches", [1, 4], ids=["one B", "a B per batch"])
+@pytest.mark.parametrize("n", [300, 1500], ids=["a block", "blocks"])
+def test_matmul_b_widened_a_block_at_a_time(level, threads, thread_count, b_batches, n):
     """At avx2 (and avx512), 16 A panels or more widen each thread's block of B to words once for all
-    of them (gemm.c's widens_b): here several blocks per thread's range, batches with a B each or one
-    shared B, partial last panels of A and B, and the same B packed beforehand."""
+    of them (gemm.c's widens_b): here one block or several per thread's range, batches shared by the
+    threads (1 thread) or taken whole (2 or 3), with a B each or one shared B, partial last panels of A
+    and B, and the same B packed beforehand."""
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(thread_count + b_batches)
-    a, b = integers(rng, U8, (3, 100, 200)), integers(rng, I8, (b_batches, 200, 1500))
-    views = matmul_case(rng, a, np.broadcast_to(b, (3, 200, 1500)), U8, I8, U8, True, True, True)
+    a, b = integers(rng, U8, (4, 100, 200)), integers(rng, I8, (b_batches, 200, n))
+    views = matmul_case(rng, a, np.broadcast_to(b, (4, 200, n)), U8, I8, U8, True, True, True)
     want = check_matmul(views, U8)
     packed = dmlq.pack_matrix_multiply_b(b, views["b_scale"], views["b_zero_point"])
     arguments = [views[name] for name in ("a", "a_scale", "a_zero_point")]

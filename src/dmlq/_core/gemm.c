@@ -640,6 +640,19 @@ static void compute_split_k(const gemm_context *c, ptrdiff_t *counters, int thre
         requantize_shares(c, panel);
 }
 
+/* Tiles of A panels [first, end) with the B block from panel nb (up to n_end), widened first (wide_b). */
+static void compute_a_panels(const gemm_context *c, const packed_operands *pk, int thread, ptrdiff_t batch,
+                             ptrdiff_t first, ptrdiff_t end, ptrdiff_t nb, ptrdiff_t n_end) {
+    if (!c->wide_b) {
+        for (ptrdiff_t m = first; m < end; m++) compute_block(c, pk, batch, m, nb, n_end);
+        return;
+    }
+    const ptrdiff_t block_end = min_size(nb + block_panels(c), n_end);
+    const int8_t *b = b_panels(c, pk, batch) + nb * c->b_panel_bytes;
+    const int8_t *wide = widened_block(c, thread, batch, nb, block_end, b);
+    for (ptrdiff_t m = first; m < end; m++) compute_tiles(c, pk, batch, m, nb, block_end, wide);
+}
+
 static void run_batches_per_thread(const gemm_context *c, int thread) {
     packed_operands *pk = &c->packed[thread];
     const dmlq_gemm_problem *p = c->p;
@@ -649,7 +662,7 @@ static void run_batches_per_thread(const gemm_context *c, int thread) {
         pk->a_offset = p->a_offsets[batch];
         pk->b_offset = p->b_offsets[batch];
         for (ptrdiff_t nb = 0; nb < c->n_panels; nb += block_panels(c))
-            for (ptrdiff_t m = 0; m < c->m_panels; m++) compute_block(c, pk, batch, m, nb, c->n_panels);
+            compute_a_panels(c, pk, thread, batch, 0, c->m_panels, nb, c->n_panels);
     }
 }
 
@@ -700,15 +713,8 @@ static ptrdiff_t a_panel_groups(const gemm_context *c) { return (c->m_panels + c
 /* Unit `group` of A panels (a_per_unit of them) with the B block from panel nb. */
 static void compute_blocks(const gemm_context *c, int thread, ptrdiff_t group, ptrdiff_t nb, ptrdiff_t n_end,
                            ptrdiff_t batch) {
-    const ptrdiff_t first = group * c->a_per_unit, end = min_size(first + c->a_per_unit, c->m_panels);
-    if (!c->wide_b) {
-        for (ptrdiff_t m = first; m < end; m++) compute_block(c, c->packed, batch, m, nb, n_end);
-        return;
-    }
-    const ptrdiff_t block_end = min_size(nb + block_panels(c), n_end);
-    const int8_t *b = b_panels(c, c->packed, batch) + nb * c->b_panel_bytes;
-    const int8_t *wide = widened_block(c, thread, batch, nb, block_end, b);
-    for (ptrdiff_t m = first; m < end; m++) compute_tiles(c, c->packed, batch, m, nb, block_end, wide);
+    const ptrdiff_t first = group * c->a_per_unit;
+    compute_a_panels(c, c->packed, thread, batch, first, min_size(first + c->a_per_unit, c->m_panels), nb, n_end);
 }
 
 static int split_columns(const batch_work *w) { return w->c->n_panels >= w->threads; }
@@ -1141,13 +1147,14 @@ static ptrdiff_t split_k_shares(const gemm_context *c, int threads) {
  * 404-405 -> 426-427 at 2; 64 x 768 x 768 +3.5 %, 128 x 4096 x 4096 +1 %; but 32 x 4096 x 4096 (6 A
  * panels, B from L3) lost 10 % and 16 x 1024 x 1024 4 %. A doubled block gained nothing. A B packed by the
  * call a chunk at a time is widened block by block after each chunk's packing: unpacked 2048 x 4096 x 4096
- * 395-398 -> 417-419 GOPS, 128 x 4096 x 11008 373-383 -> 392-402 at 2 threads. Only where threads share
- * B by columns in one K chunk (compute_blocks, pack_and_compute_chunk). */
+ * 395-398 -> 417-419 GOPS, 128 x 4096 x 11008 373-383 -> 392-402 at 2 threads; batches taken whole by
+ * the threads too: packed [4, 256, 768, 768] 381-384 -> 404-407. Only where threads share B by columns
+ * in one K chunk, or take whole batches (compute_a_panels, pack_and_compute_chunk). */
 enum { WIDE_MIN_A_PANELS = 16 };
 
 static int widens_b(const gemm_context *c, int threads) {
-    return c->kernels->dot_wide && c->int32_sums && !c->b_in_place && !c->per_thread_batches && c->k_shares == 1 &&
-           c->n_panels >= threads && c->m_panels >= WIDE_MIN_A_PANELS;
+    return c->kernels->dot_wide && c->int32_sums && !c->b_in_place && c->k_shares == 1 &&
+           (c->per_thread_batches || c->n_panels >= threads) && c->m_panels >= WIDE_MIN_A_PANELS;
 }
 
 /* A multiply's claim counters and packed operands up to these counts live on its caller's stack (one
