@@ -5,7 +5,8 @@
  * the row sums of A' and column sums of B' the zero-point correction needs; every MR x NR tile is
  * then a dot-product kernel over the whole K (in int32 chunks of 32768 when K is longer) followed by
  * its requantization, straight into the output (a large B a chunk of panels at a time, each packed
- * just before its tiles by the thread that computes them: packs_b_by_chunk). A few rows of A with one
+ * just before its tiles by the thread that computes them: packs_b_by_chunk; at AVX2, for many rows, each
+ * block of B' widened to words once per thread: widens_b). A few rows of A with one
  * row-major B instead read B where it lies, in blocks of columns (compute_row_major). Threads either
  * claim whole batches (many batches) or share each batch's packing and tiles, claiming panels and tile
  * rows one at a time, or, for a few rows against fewer B panels than threads, shares of K

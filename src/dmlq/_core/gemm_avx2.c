@@ -7,7 +7,8 @@
  * vpmaddwd does 16 products; vpmaddubsw's 32 need a vpmaddwd after them). So both operands are
  * 16-bit in the kernel: A' panels are packed as zero-extended words, B' panels stay bytes (half the
  * memory traffic, which is what bounds a matrix-vector product) and are sign-extended as they are
- * loaded, once per MR rows.
+ * loaded, once per MR rows; where 16 A' panels or more meet each block of B', each thread widens the
+ * block to words once instead (gemm.c's widens_b), taking the sign extensions off the tiles' loop.
  *
  * Layouts per group of 4 k, as two pairs of k:
  *   A' panel: [pair][MR rows][2 words]     (one dword per row and pair: a broadcast operand)

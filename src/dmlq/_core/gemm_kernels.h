@@ -74,8 +74,8 @@ typedef struct {
     void (*dot)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
                 int32_t *tile);
     /* Optional: `dot` over B' panels widened beforehand by widen_b (their bytes sign-extended to words,
-     * twice the panel's bytes): a large M reuses each panel over many A' panels, and a widening per
-     * multiply takes it off the kernel's loop (gemm.c's wide_b). */
+     * twice the panel's bytes): a large M reuses each panel over many A' panels, and one widening per
+     * block and thread takes the sign extension off the kernel's loop (gemm.c's wide_b). */
     void (*dot_wide)(const uint8_t *a, ptrdiff_t lda, const int8_t *b, ptrdiff_t groups, int rows, int columns,
                      int32_t *tile);
     void (*widen_b)(const int8_t *panels, ptrdiff_t bytes, int8_t *wide);
