@@ -582,6 +582,16 @@ def test_matmul_more_rows_read_a_large_b_in_place(threads, m, b_type):
     check_matmul(views, U8)
 
 
+def mostly_unsaturated(rng, views):
+    """A u8 x s8 case's zero points near the middle of A and B and its output scale grown with sqrt(K), so
+    that the sums (~ sqrt(K)) requantize mostly to unsaturated bytes."""
+    k = views["a"].shape[-1]
+    views["a_zero_point"] = U8(128 + rng.integers(-3, 4, views["a_zero_point"].shape))
+    views["b_zero_point"] = I8(rng.integers(-3, 4, views["b_zero_point"].shape))
+    views["output_scale"] = views["output_scale"] * np.float32(np.sqrt(k) / 4)
+    return views
+
+
 @pytest.mark.parametrize("thread_count", [1, 2])
 @pytest.mark.parametrize(
     "k, n, b_layout", [(2048, 2100, "rows"), (40_000, 60, "rows"), (2048, 2100, "columns")]
@@ -593,10 +603,9 @@ def test_matmul_a_large_b_packed_a_chunk_at_a_time(level, threads, thread_count,
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(k + n)
     b = integers(rng, I8, (k, n)) if b_layout == "rows" else integers(rng, I8, (n, k)).T
-    views = matmul_case(rng, integers(rng, U8, (9, k)), b, U8, I8, U8, True, True, True)
-    views["a_zero_point"] = U8(128 + rng.integers(-3, 4, views["a_zero_point"].shape))  # mostly unsaturated:
-    views["b_zero_point"] = I8(rng.integers(-3, 4, views["b_zero_point"].shape))  # sums ~ sqrt(K)
-    views["output_scale"] = views["output_scale"] * np.float32(np.sqrt(k) / 4)
+    views = mostly_unsaturated(
+        rng, matmul_case(rng, integers(rng, U8, (9, k)), b, U8, I8, U8, True, True, True)
+    )
     got = check_matmul(views, U8)
     assert 0.5 < np.mean((got > 0) & (got < 255))
 
@@ -641,11 +650,8 @@ def test_matmul_b_packed_a_chunk_at_a_time_and_widened(level, threads, thread_co
     dmlq.set_num_threads(thread_count)
     rng = np.random.default_rng(thread_count)
     a, b = integers(rng, U8, (100, 1024)), integers(rng, I8, (1024, 4200))
-    views = matmul_case(rng, a, b, U8, I8, U8, False, True, True)
-    views["a_zero_point"] = U8(128 + rng.integers(-3, 4, views["a_zero_point"].shape))  # mostly unsaturated:
-    views["b_zero_point"] = I8(rng.integers(-3, 4, views["b_zero_point"].shape))  # sums ~ sqrt(K)
+    views = mostly_unsaturated(rng, matmul_case(rng, a, b, U8, I8, U8, False, True, True))
     views["output_zero_point"] = U8(128)
-    views["output_scale"] = views["output_scale"] * np.float32(np.sqrt(1024) / 4)
     got = check_matmul(views, U8)
     assert 0.3 < np.mean((got > 0) & (got < 255))
 

@@ -551,6 +551,10 @@ static const int8_t *widened_block(const gemm_context *c, int thread, ptrdiff_t 
     return region + 64;
 }
 
+/* Whether one batch's threads share out its tiles by B's panels (each thread a range of columns), rather
+ * than by A's when B has fewer panels than threads. */
+static int shares_columns(const gemm_context *c, int threads) { return c->n_panels >= threads; }
+
 /* A large B packed whole before its tiles goes to memory and is read back from there; instead (one batch,
  * B's panels shared out by columns) each thread packs a chunk of panels into a buffer of its own, which
  * stays in the caches for the chunk's tiles, then the next. Zen 5, avx512_vnni, B of 4096 x 11008 and
@@ -559,8 +563,8 @@ static const int8_t *widened_block(const gemm_context *c, int thread, ptrdiff_t 
 enum { BY_CHUNK_BYTES = 4 << 20 };
 
 static int packs_b_by_chunk(const gemm_context *c, int threads) {
-    return !c->p->packed_b && !c->b_in_place && c->p->batches == 1 && c->k_shares == 1 && c->n_panels >= threads &&
-           c->n_panels * c->b_panel_bytes >= BY_CHUNK_BYTES;
+    return !c->p->packed_b && !c->b_in_place && c->p->batches == 1 && c->k_shares == 1 &&
+           shares_columns(c, threads) && c->n_panels * c->b_panel_bytes >= BY_CHUNK_BYTES;
 }
 
 /* Panels per thread's chunk buffer: a chunk lies within one thread's range of columns. */
@@ -718,7 +722,7 @@ static void compute_blocks(const gemm_context *c, int thread, ptrdiff_t group, p
     compute_a_panels(c, c->packed, thread, batch, first, min_size(first + c->a_per_unit, c->m_panels), nb, n_end);
 }
 
-static int split_columns(const batch_work *w) { return w->c->n_panels >= w->threads; }
+static int split_columns(const batch_work *w) { return shares_columns(w->c, w->threads); }
 
 static ptrdiff_t compute_units(const batch_work *w, int r) {
     const gemm_context *c = w->c;
@@ -1155,7 +1159,7 @@ enum { WIDE_MIN_A_PANELS = 16 };
 
 static int widens_b(const gemm_context *c, int threads) {
     return c->kernels->dot_wide && c->int32_sums && !c->b_in_place && c->k_shares == 1 &&
-           (c->per_thread_batches || c->n_panels >= threads) && c->m_panels >= WIDE_MIN_A_PANELS;
+           (c->per_thread_batches || shares_columns(c, threads)) && c->m_panels >= WIDE_MIN_A_PANELS;
 }
 
 /* A multiply's claim counters and packed operands up to these counts live on its caller's stack (one
