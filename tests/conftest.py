@@ -84,6 +84,18 @@ def wrap(value: int, bits: int, signed: bool) -> int:
 # -- buffers through element strides ------------------------------------------------------
 
 
+def exact_on_onnxruntime(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two factors of a product, the int8 one halved to [-64, 63] when the other is uint8 and this
+    machine's onnxruntime adds such products in saturating int16 pairs (a CPU without VNNI,
+    :mod:`dmlq.onnx.ort_int8`): 2 * 255 * 64 < 32767, so onnxruntime's sums are exact, as dmlq's are.
+    Imports onnxruntime: for tests that compare against it."""
+    from dmlq.onnx.ort_int8 import u8s8_saturates
+
+    if {a.dtype, b.dtype} != {np.dtype(np.uint8), np.dtype(np.int8)} or not u8s8_saturates():
+        return a, b
+    return (a >> 1, b) if a.dtype == np.int8 else (a, b >> 1)
+
+
 def element_offsets(sizes: Sequence[int], strides: Sequence[int]) -> list[int]:
     """Element offsets of every index in row-major order (computed by plain loops)."""
     offsets = [0]

@@ -70,13 +70,13 @@ def test_every_target_has_a_verdict_from_its_value(run):
 
 
 def test_onnxruntime_computes_what_dmlq_computes_except_near_ties(run):
-    from ort_int8 import u8s8_saturates  # imports onnxruntime: after the module's importorskip
+    from dmlq.onnx.ort_int8 import u8s8_saturates
 
     _, result, _ = run
     checks = {key: case["verification"] for key, case in result["cases"].items()}
     assert checks["quantize"]["onnxruntime"]["mismatches"] == 0
     u8s8 = {"gemm_u8s8", "gemm_batched", "gemm_per_row"}
-    if u8s8_saturates():  # onnxruntime's int16 pair saturation on this CPU (ort_int8.py): not near ties
+    if u8s8_saturates():  # onnxruntime's int16 pair saturation on this CPU (dmlq.onnx.ort_int8)
         checks = {key: check for key, check in checks.items() if key not in u8s8}
     else:
         assert checks["gemm_u8s8"]["onnxruntime (B prepacked)"]["mismatches"] == 0

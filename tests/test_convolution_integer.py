@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import exact_on_onnxruntime
 from dmlq import DataType, Device, DmlError, TensorDesc, ops, reference
 from dmlq.packed import PackedFilter
 from family import (
@@ -88,6 +89,7 @@ def test_equals_onnx_reference_bit_for_bit(geometry, x_type, w_type, zero_points
 @pytest.mark.parametrize("x_type, w_type", TYPES)
 def test_equals_onnxruntime_cpu_bit_for_bit(geometry, x_type, w_type, rng):
     x, xz, w, wz, given = operands(rng, geometry, x_type, w_type, "per-tensor")  # ORT: per-tensor only
+    (x, w), (xz, _) = exact_on_onnxruntime(x, w), exact_on_onnxruntime(xz, w)  # xz: the padding's value
     inputs = [("x", x), ("w", w), ("x_zero_point", xz.reshape(())), ("w_zero_point", wz.reshape(()))]
     [want] = onnxruntime_cpu(onnx_model(x, xz.reshape(()), w, wz.reshape(()), given), inputs)
     assert np.array_equal(convolution(x, xz, w, wz, **given), want)

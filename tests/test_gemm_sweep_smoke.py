@@ -73,7 +73,7 @@ def test_every_row_has_every_contender_at_both_thread_counts(run):
 
 
 def test_packed_and_unpacked_dmlq_agree_at_every_level_and_onnxruntime_agrees_where_exact(run):
-    from ort_int8 import u8s8_saturates  # imports onnxruntime: after the module's importorskip
+    from dmlq.onnx.ort_int8 import u8s8_saturates
 
     _, result, _ = run
     for row in result["rows"]:

@@ -148,13 +148,16 @@ def test_matmul_integer_zero_points_are_per_row_and_per_column(rng) -> None:
     assert desc.a_zero_point.sizes == (1, 1, 5, 1) and desc.b_zero_point.sizes == (1, 1, 1, 3)
 
 
-def integer_to_float(rng, b_type=U8):
+def integer_to_float(rng, b_type=U8, largest_pair=False):
+    """``largest_pair``: y[0, 0, 0] sums 255 * 127 twice (int8 B), past int16's range."""
     node = helper.make_node("MatMulIntegerToFloat", ["a", "b", "as", "bs", "az", "bz", "bias"], ["y"],
                             domain="com.microsoft")  # fmt: skip
     b_scale, bias = rng.uniform(0.01, 0.02, 6).astype(F32), rng.standard_normal(6).astype(F32)
     constants = {"b": data(rng, b_type, (8, 6)), "as": F32(0.02), "bs": b_scale, "az": U8(100),
                  "bz": data(rng, b_type, (6,)), "bias": bias}  # fmt: skip
     a = data(rng, U8, (2, 5, 8))
+    if largest_pair:
+        a[0, 0, :2], constants["b"][:2, 0] = 255, 127
     return model([node], {"a": a}, constants, {"y": (F32, [2, 5, 6])}, 13, microsoft=True), {"a": a}
 
 
@@ -162,6 +165,27 @@ def test_matmul_integer_to_float_differs_by_float_sums_at_most(rng) -> None:
     proto, feeds = integer_to_float(rng)
     report = verify(proto, feeds, "MATRIX_MULTIPLY_INTEGER_TO_FLOAT")
     assert not report.nodes[0].differing or "float32 sums in another order" in report.nodes[0].cause
+
+
+def test_matmul_integer_to_float_names_int16_saturation_where_it_explains_the_gap(rng, monkeypatch) -> None:
+    """Where onnxruntime's u8 x s8 kernel saturates pair sums, its MatMulInteger -> Cast -> Mul (-> Add)
+    loses ``pair_saturation(a, b)`` times the scales: that gap is named, a gap of another size is not."""
+    from dmlq.onnx import causes
+    from dmlq.onnx.ort_int8 import pair_saturation
+
+    monkeypatch.setattr(causes, "u8s8_saturates", lambda: True)
+    proto, feeds = integer_to_float(rng, I8, largest_pair=True)
+    loaded = dx.load(proto)
+    values = {}
+    ours = execute(loaded, feeds, keep=values)["y"]
+    (step,) = [step for stage in stages(loaded) for step in stage.steps]
+    a_scale, b_scale = (values[step.inputs[index]].astype(np.float64) for index in (1, 4))
+    lost = pair_saturation(feeds["a"], values[step.inputs[3]]) * a_scale * b_scale
+    assert lost[0, 0, 0] != 0
+    theirs = (ours + lost).astype(F32)
+    cause = causes.step_cause(step, "", values, "y", ours, theirs)
+    assert "saturates int16 pair sums" in cause and "float32 sums" in cause
+    assert causes.step_cause(step, "", values, "y", ours, (ours + 2 * lost).astype(F32)) == UNEXPLAINED
 
 
 def test_matmul_integer_to_float_checks_its_feature_level_and_types(rng) -> None:

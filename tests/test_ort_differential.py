@@ -16,7 +16,7 @@ Measured with onnxruntime 1.31.1 (seeded data below):
   (relative to max(|y|, 1)) of dmlq's correctly rounded float64 evaluation.
 * ORT refuses per-row a_scale / y_scale in QLinearMatMul, which DirectML (and dmlq) accept.
 * On a CPU without VNNI, ORT's u8 x s8 QLinearMatMul saturates each pair of products to int16
-  (``ort_int8.py``): there the test checks dmlq against the exact formula and ORT against that model.
+  (``dmlq.onnx.ort_int8``): there the test checks dmlq against the exact formula and ORT against that model.
 
 Older ORT (the newest on Python 3.10 is 1.23.2) differs where later releases were fixed, so those
 cases are skipped there: float16 QuantizeLinear is bit-identical from 1.30.0 (1.29.0 rounds some
@@ -33,7 +33,7 @@ from onnx import TensorProto, helper
 from packaging.version import Version
 
 import dmlq
-from ort_int8 import pair_saturating_products, u8s8_saturates
+from dmlq.onnx.ort_int8 import pair_saturation, u8s8_saturates
 
 ORT_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
 
@@ -198,7 +198,7 @@ def test_qlinear_matmul(a_type, b_type, per_column: bool, k: int, rng: np.random
     f = {name: value.astype(np.float64) for name, value in feeds.items()}
     products = (f["a"] - f["az"]) @ (f["b"] - f["bz"])
     if (a_type, b_type) == (np.uint8, np.int8) and u8s8_saturates():
-        saturated = pair_saturating_products(feeds["a"], feeds["b"]) - (f["a"] @ f["b"]).astype(np.int64)
+        saturated = pair_saturation(feeds["a"], feeds["b"])
         assert np.any(saturated), "the data must reach the saturation this branch is about"
         products = products + saturated  # what onnxruntime accumulates on this CPU
         dmlq_exact = quantized_matmul_reference(f, (f["a"] - f["az"]) @ (f["b"] - f["bz"]), a_type)

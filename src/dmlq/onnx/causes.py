@@ -27,7 +27,9 @@ error of float sums); any other difference is "not a known cause".
   the rounding error of float32 sums, ``2 * gamma_K * sum |a| |b|``): the sums run in another order
   (dmlq: each sum over k in order, or the exact integer sum scaled once; onnxruntime: MLAS), which
   DirectML does not promise either; MatMulNBits with accuracy_level 4 on onnxruntime CPU quantizes A to int8
-  (``contrib_ops/cpu/quantization/matmul_nbits.cc``, SQNBIT_CompInt8);
+  (``contrib_ops/cpu/quantization/matmul_nbits.cc``, SQNBIT_CompInt8); MATRIX_MULTIPLY_INTEGER_TO_FLOAT
+  with uint8 A and int8 B where this machine's onnxruntime saturates: within those errors once the
+  recomputed saturation, scaled, is added to dmlq's result;
 * DynamicQuantizeMatMul: the provider quantizes A to B's type (int8 for int8 weights), onnxruntime
   CPU to uint8 (``contrib_ops/cpu/quantization/dynamic_quantize_matmul.cc``); with uint8 weights, a
   near-tie of A's quantization (one unit of A) plus float sums.
@@ -75,6 +77,10 @@ POOLING = (
     "requantization: dmlq rounds avg / YS halves to even, then adds the zero point (docs/operators.md); "
     "onnxruntime CPU averages in float32 and adds the zero point before rounding (odd zero points at exact "
     "ties, near-ties)"
+)
+PAIR_SATURATION = (
+    "onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; "
+    "DirectML accumulates exactly"
 )
 NEAR_TIE = "x / scale is a rounding tie (within a float32 rounding of .5) onnxruntime breaks differently"
 LIPSCHITZ = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Dropout")  # activations that never widen a gap
@@ -149,9 +155,7 @@ def _convolution_saturation(step: Step, values: Mapping[str, np.ndarray], filter
     largest = _two_largest_products(x.reshape(desc.input.sizes), int(x_zero_point.reshape(-1)[0]),
                                     w.reshape(desc.filter.sizes), desc)  # fmt: skip
     if np.all(largest.reshape(differing.shape)[differing] > 32767):
-        return ("onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; DirectML "
-                "accumulates exactly (each differing element has two products past int16's "
-                "range)")  # fmt: skip
+        return f"{PAIR_SATURATION} (each differing element has two products past int16's range)"
     return UNEXPLAINED
 
 
@@ -214,10 +218,7 @@ def _saturation(a: np.ndarray, b: np.ndarray, differing: np.ndarray, otherwise: 
     if not reached:
         return otherwise
     total = int(np.count_nonzero(differing))
-    cause = (
-        "onnxruntime's u8xs8 kernel without VNNI (vpmaddubsw) saturates int16 pair sums; DirectML "
-        f"accumulates exactly (recomputed: the saturation reaches {reached} of {total} differing elements)"
-    )
+    cause = f"{PAIR_SATURATION} (recomputed: the saturation reaches {reached} of {total} differing elements)"
     if reached == total:
         return cause
     return UNEXPLAINED if otherwise == UNEXPLAINED else f"{cause}; the others: {otherwise}"
@@ -242,6 +243,8 @@ def _float_sums(
     magnitude, count = found
     if _within_sums(ours, theirs, magnitude, count):
         return FLOAT_SUMS
+    if step.operators == (MatrixMultiplyIntegerToFloat,):
+        return _integer_to_float_saturation(step, values, ours, theirs, magnitude, count)
     if step.operators == (Dequantize, Gemm) and int(attribute(step.node, "accuracy_level", 0)) == 4:
         if step.covers == (step.node,):
             return ("onnxruntime CPU's MatMulNBits with accuracy_level 4 quantizes A to int8 "
@@ -254,7 +257,7 @@ def _within_sums(ours: np.ndarray, theirs: np.ndarray, magnitude: np.ndarray, co
                  slack: np.ndarray | float = 0.0) -> bool:  # fmt: skip
     """Each gap within ``slack`` and twice the error bound of a float sum of ``count`` products
     (Higham's gamma_K times the sum of their magnitudes) and a rounding of the result."""
-    unit = float(np.finfo(ours.dtype).eps) / 2
+    unit = float(np.finfo(theirs.dtype).eps) / 2
     gamma = count * unit / (1 - count * unit)
     tolerance = slack + 2 * gamma * magnitude + 2 * unit * np.abs(theirs.astype(np.float64))
     return bool(np.all(_gap(ours, theirs) <= tolerance))
@@ -288,11 +291,31 @@ def _integer_to_float(values: Mapping[str, np.ndarray], step: Step) -> tuple[np.
     a_zero_point, b_zero_point, bias = (
         None if not name else values[name].astype(np.float64) for name in (step.inputs[2], *step.inputs[5:7])
     )
-    rows = a_scale.reshape(-1, 1) if a_scale.ndim == 1 and a_scale.size > 1 else a_scale
+    rows = _per_row(a_scale)
     a_real = (a - (0 if a_zero_point is None else a_zero_point.reshape(rows.shape))) * rows
     b_real = (b - (0 if b_zero_point is None else b_zero_point)) * b_scale
     total = np.abs(a_real) @ np.abs(b_real)
     return (total if bias is None else total + np.abs(bias)), a.shape[-1]
+
+
+def _per_row(a_side: np.ndarray) -> np.ndarray:
+    """A's scale or zero point of one value per row, as a column."""
+    return a_side.reshape(-1, 1) if a_side.ndim == 1 and a_side.size > 1 else a_side
+
+
+def _integer_to_float_saturation(step: Step, values: Mapping[str, np.ndarray], ours: np.ndarray,
+                                 theirs: np.ndarray, magnitude: np.ndarray, count: int) -> str:  # fmt: skip
+    """onnxruntime's MatMulInteger (the unfused nodes) loses :func:`.pair_saturation` before the scales
+    multiply: ours with that loss scaled in must be within the float sums' error of theirs."""
+    a, b = values[step.inputs[0]], values[step.inputs[3]]
+    if (a.dtype, b.dtype) != (np.dtype(np.uint8), np.dtype(np.int8)) or not u8s8_saturates():
+        return UNEXPLAINED
+    a_scale, b_scale = (values[step.inputs[index]].astype(np.float64) for index in (1, 4))
+    lost = pair_saturation(np.atleast_2d(a), b) * _per_row(a_scale) * b_scale
+    lost = lost.reshape(ours.shape)
+    if not _within_sums(ours.astype(np.float64) + lost, theirs, magnitude + np.abs(lost), count):
+        return UNEXPLAINED
+    return f"{PAIR_SATURATION} (recomputed), then {FLOAT_SUMS}"
 
 
 def _nbits_weights(step: Step, values: Mapping[str, np.ndarray]) -> np.ndarray:
