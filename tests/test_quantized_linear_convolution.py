@@ -139,7 +139,9 @@ def test_equals_onnx_reference_bit_for_bit(geometry, x_type, w_type, per_channel
 @pytest.mark.parametrize("x_type, w_type", [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")])
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor-scale", "per-channel-scale"])
 def test_equals_onnxruntime_cpu_bit_for_bit(geometry, x_type, w_type, per_channel, rng):
-    args, _, given = operands(rng, geometry, x_type, w_type, x_type, per_channel, True, for_ort=True)
+    args, _, given = operands(
+        rng, geometry, x_type, w_type, x_type, per_channel, powers_of_two=True, for_ort=True
+    )
     x, xs, xz, w, ws, wz, bias, ys, yz = args
     wz = wz[:1]  # onnxruntime CPU: one filter zero point
     got = convolution(x, xs, xz, w, ws, wz, bias, ys, yz, x_type, **given)

@@ -2,7 +2,8 @@
 
 Without AVX-VNNI or AVX512-VNNI, onnxruntime's MLAS kernel multiplies u8 by s8 with AVX2's
 ``vpmaddubsw``, which adds each adjacent pair of products (k = 2j and 2j + 1) into a saturating
-int16 before the int32 sum; the zero-point terms come off exactly afterwards. DirectML (and dmlq)
+int16 before the int32 sum (``onnxruntime/core/mlas/lib/x86_64/QgemmU8S8KernelAvx2.S``, onnxruntime
+c4780e65); the zero-point terms come off exactly afterwards. DirectML (and dmlq)
 accumulate exactly, so where a pair leaves [-32768, 32767] the two results part. The model
 reproduced every element of onnxruntime 1.32's QLinearMatMul on an AVX2-only AMD Zen 3.
 """
