@@ -535,7 +535,11 @@ static void compute_block(const gemm_context *c, const packed_operands *pk, ptrd
 }
 
 /* A thread's widened block of B panels, after a line that holds which block it is. */
-static ptrdiff_t wide_region_bytes(const gemm_context *c) { return 64 + block_panels(c) * panel_stride(c); }
+enum { WIDE_HEADER_BYTES = 64 };
+
+static ptrdiff_t wide_region_bytes(const gemm_context *c) {
+    return WIDE_HEADER_BYTES + block_panels(c) * panel_stride(c);
+}
 
 /* The thread's copy of panels [nb, end) of a batch's B (their bytes at `panels`), widened (wide_b), made
  * unless it holds them already: a thread's units take each block with every A panel in turn. */
@@ -545,10 +549,18 @@ static const int8_t *widened_block(const gemm_context *c, int thread, ptrdiff_t 
     ptrdiff_t *holds = (ptrdiff_t *)region;
     const ptrdiff_t block = batch * c->n_panels + nb;
     if (*holds != block) {
-        c->kernels->widen_b(panels, (end - nb) * c->b_panel_bytes, region + 64);
+        c->kernels->widen_b(panels, (end - nb) * c->b_panel_bytes, region + WIDE_HEADER_BYTES);
         *holds = block;
     }
-    return region + 64;
+    return region + WIDE_HEADER_BYTES;
+}
+
+/* Tiles of A panels [first, end) with B panels [nb, end_nb) (their bytes at `panels`), widened first
+ * (wide_b). */
+static void compute_block_tiles(const gemm_context *c, const packed_operands *pk, int thread, ptrdiff_t batch,
+                                ptrdiff_t first, ptrdiff_t end, ptrdiff_t nb, ptrdiff_t end_nb, const int8_t *panels) {
+    if (c->wide_b) panels = widened_block(c, thread, batch, nb, end_nb, panels);
+    for (ptrdiff_t m = first; m < end; m++) compute_tiles(c, pk, batch, m, nb, end_nb, panels);
 }
 
 /* Whether one batch's threads share out its tiles by B's panels (each thread a range of columns), rather
@@ -584,12 +596,9 @@ static void pack_and_compute_chunk(const gemm_context *c, int thread, ptrdiff_t 
                              pk->column_sums + nb * nr};
     pack_b_chunk(&chunk, 0, end - nb);
     const ptrdiff_t block = block_panels(c);
-    for (ptrdiff_t first = nb; first < end; first += block) {
-        const ptrdiff_t block_end = min_size(first + block, end);
-        const int8_t *b = panels + (first - nb) * c->b_panel_bytes;
-        if (c->wide_b) b = widened_block(c, thread, 0, first, block_end, b);
-        for (ptrdiff_t m = 0; m < c->m_panels; m++) compute_tiles(c, pk, 0, m, first, block_end, b);
-    }
+    for (ptrdiff_t first = nb; first < end; first += block)
+        compute_block_tiles(c, pk, thread, 0, 0, c->m_panels, first, min_size(first + block, end),
+                            panels + (first - nb) * c->b_panel_bytes);
 }
 
 /* A few rows against fewer B panels than threads would leave threads idle: instead every panel's
@@ -645,17 +654,15 @@ static void compute_split_k(const gemm_context *c, ptrdiff_t *counters, int thre
         requantize_shares(c, panel);
 }
 
-/* Tiles of A panels [first, end) with the B block from panel nb (up to n_end), widened first (wide_b). */
+/* Tiles of A panels [first, end) with the B block from panel nb (up to n_end). */
 static void compute_a_panels(const gemm_context *c, const packed_operands *pk, int thread, ptrdiff_t batch,
                              ptrdiff_t first, ptrdiff_t end, ptrdiff_t nb, ptrdiff_t n_end) {
-    if (!c->wide_b) {
+    if (c->b_in_place) {
         for (ptrdiff_t m = first; m < end; m++) compute_block(c, pk, batch, m, nb, n_end);
         return;
     }
-    const ptrdiff_t block_end = min_size(nb + block_panels(c), n_end);
-    const int8_t *b = b_panels(c, pk, batch) + nb * c->b_panel_bytes;
-    const int8_t *wide = widened_block(c, thread, batch, nb, block_end, b);
-    for (ptrdiff_t m = first; m < end; m++) compute_tiles(c, pk, batch, m, nb, block_end, wide);
+    compute_block_tiles(c, pk, thread, batch, first, end, nb, min_size(nb + block_panels(c), n_end),
+                        b_panels(c, pk, batch) + nb * c->b_panel_bytes);
 }
 
 static void run_batches_per_thread(const gemm_context *c, int thread) {

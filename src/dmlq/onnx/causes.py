@@ -213,8 +213,8 @@ def _saturation(a: np.ndarray, b: np.ndarray, differing: np.ndarray, otherwise: 
         or not u8s8_saturates()
     ):
         return otherwise
-    saturation = pair_saturation(np.atleast_2d(a), b.reshape(-1, 1) if b.ndim == 1 else b)
-    reached = int(np.count_nonzero(saturation.reshape(differing.shape)[differing]))
+    saturation = _pair_loss(a, b, differing.shape)
+    reached = int(np.count_nonzero(saturation[differing]))
     if not reached:
         return otherwise
     total = int(np.count_nonzero(differing))
@@ -222,6 +222,12 @@ def _saturation(a: np.ndarray, b: np.ndarray, differing: np.ndarray, otherwise: 
     if reached == total:
         return cause
     return UNEXPLAINED if otherwise == UNEXPLAINED else f"{cause}; the others: {otherwise}"
+
+
+def _pair_loss(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """:func:`.pair_saturation` of a MatMul's operands (either may be 1-D, as ONNX's MatMul allows), in the
+    output's ``shape``."""
+    return pair_saturation(np.atleast_2d(a), b.reshape(-1, 1) if b.ndim == 1 else b).reshape(shape)
 
 
 def _dynamic_quantize(
@@ -311,8 +317,7 @@ def _integer_to_float_saturation(step: Step, values: Mapping[str, np.ndarray], o
     if (a.dtype, b.dtype) != (np.dtype(np.uint8), np.dtype(np.int8)) or not u8s8_saturates():
         return UNEXPLAINED
     a_scale, b_scale = (values[step.inputs[index]].astype(np.float64) for index in (1, 4))
-    lost = pair_saturation(np.atleast_2d(a), b) * _per_row(a_scale) * b_scale
-    lost = lost.reshape(ours.shape)
+    lost = _pair_loss(a, b, ours.shape) * _per_row(a_scale) * b_scale
     if not _within_sums(ours.astype(np.float64) + lost, theirs, magnitude + np.abs(lost), count):
         return UNEXPLAINED
     return f"{PAIR_SATURATION} (recomputed), then {FLOAT_SUMS}"
