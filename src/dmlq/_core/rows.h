@@ -16,8 +16,14 @@
 
 enum { TILE = 512 };
 
-/* Round half to even in the current (default: nearest) rounding mode, without raising inexact. */
-#if defined(_MSC_VER) && !defined(__clang__)
+/* Round half to even in the current (default: nearest) rounding mode, for |x| < 2**22 (the
+ * saturated quotients below). */
+#if defined(RNE_BY_ADDITION)
+/* Without a rounding instruction nearbyintf is a libm call per element, which keeps a loop scalar:
+ * x + 1.5 * 2**23 lies in [2**23, 2**24), where floats are the integers, so the sum rounds x as the
+ * FPU rounds, and subtracting 1.5 * 2**23 again is exact. */
+static inline float rne(float x) { return (x + 0x1.8p23f) - 0x1.8p23f; }
+#elif defined(_MSC_VER) && !defined(__clang__)
 static inline float rne(float x) { return nearbyintf(x); }
 #else
 static inline float rne(float x) { return __builtin_nearbyintf(x); }
@@ -73,20 +79,26 @@ static void store_floats(char *dst, ptrdiff_t stride, int type, const float *src
     }
 }
 
-/* clamp(r, lo, hi) with NaN -> 0, stored as the output byte (uint8 and int8 share the bits). */
-#define SATURATE_STORE(out, r)                     \
-    do {                                           \
-        float c = r < lo ? lo : r;                 \
-        c = c > hi ? hi : c;                       \
-        (out) = (uint8_t)(int32_t)(c == c ? c : 0.0f); \
+/* The output byte of clamp(round(q) + z, lo, hi), NaN -> 0 (uint8 and int8 share the bits), with q
+ * saturated to [lo - z, hi - z] before it is rounded: the same for integer bounds (rounding is
+ * monotonic and keeps integers; z is a value of the output's type), and the rounding then sees
+ * |q| <= 255. One select per statement, none of a computed value, so that the compiler vectorises
+ * the loop without speculating arithmetic. */
+#define SATURATE_STORE(out, q, z)                                       \
+    do {                                                                \
+        const float zero_ = (z), low_ = lo - zero_, high_ = hi - zero_; \
+        float c_ = (q) < low_ ? low_ : (q);                             \
+        c_ = c_ > high_ ? high_ : c_;                                   \
+        c_ = c_ == c_ ? c_ : -zero_;                                    \
+        (out) = (uint8_t)(int32_t)(rne(c_) + zero_);                    \
     } while (0)
 
 /* ---- quantize: clamp(round(x / scale) + zero_point) ------------------------------------------ */
 
 #define QUANTIZE_LOOP(QUOTIENT, ZERO)                                               \
     for (ptrdiff_t i = 0; i < n; i++) {                                             \
-        float r = rne(QUOTIENT) + (ZERO);                                           \
-        SATURATE_STORE(out[i], r);                                                  \
+        const float q = QUOTIENT;                                                   \
+        SATURATE_STORE(out[i], q, ZERO);                                            \
     }
 
 /* scales: the scale (divide) or its reciprocal (multiply); vector when not NULL. */
@@ -201,8 +213,8 @@ static void dequantize_row(char *const *p, const ptrdiff_t *s, ptrdiff_t n_all, 
     for (ptrdiff_t i = 0; i < n; i++) {                                                       \
         float av = (float)((int32_t)((const TA *)a)[i] - azp) * as;                           \
         float bv = (float)((int32_t)((const TB *)b)[i] - bzp) * bs;                           \
-        float r = rne((av + bv) OPERATION os) + ozp;                                          \
-        SATURATE_STORE(out[i], r);                                                            \
+        const float q = (av + bv) OPERATION os;                                               \
+        SATURATE_STORE(out[i], q, ozp);                                                       \
     }
 
 #define QADD_TYPES(OPERATION)                                                                 \
@@ -317,8 +329,14 @@ static void add_row(char *const *p, const ptrdiff_t *s, ptrdiff_t n_all, const v
         const float *b = as_floats(b_tile, p[1] + done * s[1], s[1], P->type, n);
         /* In place, out is exactly a or b: each element is read before it is written. */
         float *sum = direct ? (float *)(p[2] + done * 4) : sum_tile;
-        /* Two NaNs give a's, whichever order the compiler adds in (dmlq.reference.add). */
-        for (ptrdiff_t i = 0; i < n; i++) sum[i] = a[i] != a[i] ? a[i] + a[i] : a[i] + b[i];
+        /* Two NaNs give a's, whichever order the compiler adds in (dmlq.reference.add): a NaN a is
+         * added to itself. Both operands loaded, then one selected (not a sum: the compiler would not
+         * speculate it), so that the loop vectorises. */
+        for (ptrdiff_t i = 0; i < n; i++) {
+            const float x = a[i], y = b[i];
+            const float addend = x != x ? x : y;
+            sum[i] = x + addend;
+        }
         activate(sum, n, P);
         if (!direct) store_floats(p[2] + done * s[2], s[2], P->type, sum, n);
     }
