@@ -232,6 +232,18 @@ int dmlq_gemm_packed_for_current_level(const dmlq_packed_b *packed);
 static inline double dmlq_at_least_zero(double x) { return x < 0.0 ? 0.0 : x; }
 static inline double dmlq_at_most(double x, double limit) { return x > limit ? limit : x; }
 
+/* The low byte of round(c), halves to even in the current rounding mode (nearest even unless the
+ * caller changed it, as for the reference's rint), for |c| < 2**22: c + 1.5 * 2**23 lies in
+ * [2**23, 2**24), where floats are the integers, so the sum rounds c as the FPU rounds and holds
+ * 2**22 + round(c) in its mantissa bits. Unlike nearbyintf (a libm call on x86-64 before SSE4.1) and
+ * float-to-int8 conversions, this vectorises everywhere. */
+static inline uint8_t dmlq_rounded_low_byte(float c) {
+    const float shifted = c + 0x1.8p23f;
+    uint32_t bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    return (uint8_t)bits;
+}
+
 /* A uint8 or int8 value as float32. */
 static inline float dmlq_byte_value(const char *p, int is_signed) {
     return is_signed ? (float)*(const int8_t *)p : (float)*(const uint8_t *)p;

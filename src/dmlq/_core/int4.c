@@ -275,17 +275,6 @@ static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values
     if (i < count) write_nibble(packed, first + i, values[i]);
 }
 
-/* The low byte of round(c), halves to even in the current rounding mode (nearest even unless the
- * caller changed it, as for the reference's rint), for |c| < 2**22: c + 1.5 * 2**23 keeps no fraction
- * bits, so the sum rounds as the FPU rounds and holds round(c) in its low mantissa bits. Unlike
- * nearbyintf and float-to-int8 conversions, this vectorises well without SSE4.1. */
-static uint8_t rounded_low_byte(float c) {
-    const float shifted = c + 0x1.8p23f;
-    uint32_t bits;
-    memcpy(&bits, &shifted, sizeof bits);
-    return (uint8_t)bits;
-}
-
 /* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
  * float32 quotient or product by the float32 reciprocal, halves to even, NaN to 0), saturated before
  * rounding as the AVX2 route explains (clamp to [lo - z, hi - z], round, add z), in tiles whose loops
@@ -311,7 +300,7 @@ static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, 
             const float above = x[i] < low ? low : x[i]; /* NaN kept, one select per statement */
             const float clamped = above > high ? high : above;
             const float saturated = clamped != clamped ? -zero : clamped; /* NaN: 0 once z is added */
-            values[i] = (int8_t)(uint8_t)(rounded_low_byte(saturated) + zero_byte);
+            values[i] = (int8_t)(uint8_t)(dmlq_rounded_low_byte(saturated) + zero_byte);
         }
         store_nibbles(p->packed_out, start, values, n);
     }

@@ -16,19 +16,6 @@
 
 enum { TILE = 512 };
 
-/* Round half to even in the current (default: nearest) rounding mode, for |x| < 2**22 (the
- * saturated quotients below). */
-#if defined(RNE_BY_ADDITION)
-/* Without a rounding instruction nearbyintf is a libm call per element, which keeps a loop scalar:
- * x + 1.5 * 2**23 lies in [2**23, 2**24), where floats are the integers, so the sum rounds x as the
- * FPU rounds, and subtracting 1.5 * 2**23 again is exact. */
-static inline float rne(float x) { return (x + 0x1.8p23f) - 0x1.8p23f; }
-#elif defined(_MSC_VER) && !defined(__clang__)
-static inline float rne(float x) { return nearbyintf(x); }
-#else
-static inline float rne(float x) { return __builtin_nearbyintf(x); }
-#endif
-
 static float scalar_float(const char *p, int type) {
     switch (type) {
     case DMLQ_F16: return dmlq_half_to_float(*(const uint16_t *)p);
@@ -82,15 +69,15 @@ static void store_floats(char *dst, ptrdiff_t stride, int type, const float *src
 /* The output byte of clamp(round(q) + z, lo, hi), NaN -> 0 (uint8 and int8 share the bits), with q
  * saturated to [lo - z, hi - z] before it is rounded: the same for integer bounds (rounding is
  * monotonic and keeps integers; z is a value of the output's type), and the rounding then sees
- * |q| <= 255. One select per statement, none of a computed value, so that the compiler vectorises
- * the loop without speculating arithmetic. */
-#define SATURATE_STORE(out, q, z)                                       \
-    do {                                                                \
-        const float zero_ = (z), low_ = lo - zero_, high_ = hi - zero_; \
-        float c_ = (q) < low_ ? low_ : (q);                             \
-        c_ = c_ > high_ ? high_ : c_;                                   \
-        c_ = c_ == c_ ? c_ : -zero_;                                    \
-        (out) = (uint8_t)(int32_t)(rne(c_) + zero_);                    \
+ * |q| <= 255, as dmlq_rounded_low_byte needs. One select per statement, none of a computed value, so
+ * that the compiler vectorises the loop without speculating arithmetic. */
+#define SATURATE_STORE(out, q, z)                                                        \
+    do {                                                                                 \
+        const float zero_ = (z), low_ = lo - zero_, high_ = hi - zero_;                  \
+        float c_ = (q) < low_ ? low_ : (q);                                              \
+        c_ = c_ > high_ ? high_ : c_;                                                    \
+        c_ = c_ == c_ ? c_ : -zero_;                                                     \
+        (out) = (uint8_t)(dmlq_rounded_low_byte(c_) + (uint8_t)(int32_t)zero_);          \
     } while (0)
 
 /* ---- quantize: clamp(round(x / scale) + zero_point) ------------------------------------------ */

@@ -9,10 +9,5 @@ static void floats_to_halves(uint16_t *dst, const float *src, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) dst[i] = dmlq_float_to_half(src[i]);
 }
 
-/* Baseline x86-64 has no rounding instruction (roundss is SSE4.1): rows.h rounds by an addition. */
-#if (defined(__x86_64__) || defined(_M_X64)) && !defined(__SSE4_1__)
-#define RNE_BY_ADDITION
-#endif
-
 #define ROW_TABLE dmlq_rows_portable
 #include "rows.h"
