@@ -13,8 +13,9 @@
 # of NumPy (from the win_amd64 wheel of the NumPy version $PYTHON imports, from PyPI), and linked into
 # _core.pyd against an import library of python3XY.dll. Both header sets are downloaded once into
 # ${DMLQ_WINDOWS_HEADERS:-~/.cache/dmlq-windows-headers}; one that cannot be fetched is a failure.
-# ARM64: every source is compiled; py_*.c against this machine's Python and NumPy headers (both LP64).
-# Cross-compiled code is compiled, not run.
+# ARM64: every source is compiled; py_*.c against this machine's Python and NumPy headers (both LP64);
+# the portable element-wise rows also run, in tools/portable_rows_check.c under qemu-aarch64-static
+# (apt-get install qemu-user-static). Other cross-compiled code is compiled, not run.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -76,6 +77,22 @@ cross_compile() {
         fi
     done
     record "$name" PASS "$# sources"
+}
+
+# run_portable_rows_check NAME APT_PACKAGE CC...: tools/portable_rows_check.c built for ARM64 and run
+# under qemu: the portable rows (what ARM64 runs) against their formulas, element by element.
+run_portable_rows_check() {
+    local name=$1 package=$2 program=$WORK/portable-rows-$((++OBJECT_DIRS)) output
+    shift 2
+    have "$1" "$package" "$name" && have qemu-aarch64-static qemu-user-static "$name" || return
+    if ! "$@" -static "${FLAGS[@]}" -O3 -fwrapv tools/portable_rows_check.c "$CORE/rows_portable.c" \
+        "$CORE/activations.c" -lm -o "$program" 2>"$program.log"; then
+        record "$name" FAIL "build failed: $(grep -m1 error "$program.log")"
+    elif output=$(qemu-aarch64-static "$program" 2>&1); then
+        record "$name" PASS "$(echo "$output" | tail -n 1)"
+    else
+        record "$name" FAIL "$(echo "$output" | tail -n 1)"
+    fi
 }
 
 # The objects of the last cross_compile linked into a Windows DLL: catches functions Windows lacks.
@@ -202,6 +219,9 @@ cross_compile "aarch64 Linux, GCC: compile every source" gcc-aarch64-linux-gnu \
     aarch64-linux-gnu-gcc "${PY_INCLUDES[@]}" -- "$CORE"/*.c
 cross_compile "aarch64 Linux, clang: compile every source" "clang libc6-dev-arm64-cross" \
     clang --target=aarch64-linux-gnu "${PY_INCLUDES[@]}" -- "$CORE"/*.c
+run_portable_rows_check "aarch64 Linux, GCC: portable rows under qemu" gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc
+run_portable_rows_check "aarch64 Linux, clang: portable rows under qemu" "clang libc6-dev-arm64-cross" \
+    clang --target=aarch64-linux-gnu
 
 cross_compile "Windows x86-64, mingw-w64 GCC: compile" mingw-w64 \
     x86_64-w64-mingw32-gcc -- "${KERNEL_SOURCES[@]}" &&
