@@ -10,7 +10,9 @@
  * Rows work in tiles of TILE elements: a contiguous operand of the kernel's own type is read in
  * place, any other is converted into a small stack tile first, so strided, broadcast and float16
  * operands cost one pass through L1 and nothing else. The loops are written for the compiler's
- * vectoriser; each expression is the reference's, in its order.
+ * vectoriser (tools/portable_rows_check.c holds the portable build to the formulas on ARM64); each
+ * expression is the reference's, in its order, except the saturation that SATURATE_STORE moves before
+ * the rounding, which gives the same bytes.
  */
 #include <math.h>
 
