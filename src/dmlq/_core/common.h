@@ -244,6 +244,19 @@ static inline uint8_t dmlq_rounded_low_byte(float c) {
     return (uint8_t)bits;
 }
 
+/* The output byte of clamp(round(q) + z, lo, hi), NaN -> 0 (uint8 and int8 share the bits; lo, hi and z
+ * integers, z within [lo, hi]), with q saturated to [lo - z, hi - z] before it is rounded: the same for
+ * integer bounds (rounding is monotonic and keeps integers), and the rounding then sees |q| <= 255, as
+ * dmlq_rounded_low_byte needs. One select per statement, none of a computed value, so that compilers
+ * vectorise a loop of these without speculating arithmetic. */
+static inline uint8_t dmlq_saturated_byte(float q, float lo, float hi, float zero) {
+    const float low = lo - zero, high = hi - zero;
+    float c = q < low ? low : q; /* NaN kept */
+    c = c > high ? high : c;
+    c = c == c ? c : -zero; /* NaN: 0 once z is added */
+    return (uint8_t)(dmlq_rounded_low_byte(c) + (uint8_t)(int32_t)zero);
+}
+
 /* A uint8 or int8 value as float32. */
 static inline float dmlq_byte_value(const char *p, int is_signed) {
     return is_signed ? (float)*(const int8_t *)p : (float)*(const uint8_t *)p;

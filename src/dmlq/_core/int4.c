@@ -276,14 +276,11 @@ static void store_nibbles(uint8_t *packed, ptrdiff_t first, const int8_t *values
 }
 
 /* One block's elements: clamp(round(x / scale) + zero_point, lo, hi) as the reference computes it (a
- * float32 quotient or product by the float32 reciprocal, halves to even, NaN to 0), saturated before
- * rounding as the AVX2 route explains (clamp to [lo - z, hi - z], round, add z), in tiles whose loops
- * the compiler vectorises. */
+ * float32 quotient or product by the float32 reciprocal, halves to even, NaN to 0: dmlq_saturated_byte),
+ * in tiles whose loops the compiler vectorises. */
 static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, ptrdiff_t count, float scale,
                                    float zero, int reciprocal) {
-    const float low = (p->is_signed ? -8.0f : 0.0f) - zero, high = (p->is_signed ? 7.0f : 15.0f) - zero;
-    const float factor = 1.0f / scale;
-    const uint8_t zero_byte = (uint8_t)(int)zero;
+    const float lo = p->is_signed ? -8.0f : 0.0f, hi = p->is_signed ? 7.0f : 15.0f, factor = 1.0f / scale;
     float x[TILE];
     int8_t values[TILE];
     for (ptrdiff_t done = 0; done < count; done += TILE) {
@@ -296,12 +293,7 @@ static void quantize_span_portable(const dmlq_int4_problem *p, ptrdiff_t first, 
             for (ptrdiff_t i = 0; i < n; i++) x[i] *= factor;
         else
             for (ptrdiff_t i = 0; i < n; i++) x[i] /= scale;
-        for (ptrdiff_t i = 0; i < n; i++) {
-            const float above = x[i] < low ? low : x[i]; /* NaN kept, one select per statement */
-            const float clamped = above > high ? high : above;
-            const float saturated = clamped != clamped ? -zero : clamped; /* NaN: 0 once z is added */
-            values[i] = (int8_t)(uint8_t)(dmlq_rounded_low_byte(saturated) + zero_byte);
-        }
+        for (ptrdiff_t i = 0; i < n; i++) values[i] = (int8_t)dmlq_saturated_byte(x[i], lo, hi, zero);
         store_nibbles(p->packed_out, start, values, n);
     }
 }

@@ -11,8 +11,8 @@
  * place, any other is converted into a small stack tile first, so strided, broadcast and float16
  * operands cost one pass through L1 and nothing else. The loops are written for the compiler's
  * vectoriser (tools/portable_rows_check.c holds the portable build to the formulas on ARM64); each
- * expression is the reference's, in its order, except the saturation that SATURATE_STORE moves before
- * the rounding, which gives the same bytes.
+ * expression is the reference's, in its order, except the saturation that dmlq_saturated_byte moves
+ * before the rounding, which gives the same bytes.
  */
 #include <math.h>
 
@@ -68,26 +68,11 @@ static void store_floats(char *dst, ptrdiff_t stride, int type, const float *src
     }
 }
 
-/* The output byte of clamp(round(q) + z, lo, hi), NaN -> 0 (uint8 and int8 share the bits), with q
- * saturated to [lo - z, hi - z] before it is rounded: the same for integer bounds (rounding is
- * monotonic and keeps integers; z is a value of the output's type), and the rounding then sees
- * |q| <= 255, as dmlq_rounded_low_byte needs. One select per statement, none of a computed value, so
- * that the compiler vectorises the loop without speculating arithmetic. */
-#define SATURATE_STORE(out, q, z)                                                        \
-    do {                                                                                 \
-        const float zero_ = (z), low_ = lo - zero_, high_ = hi - zero_;                  \
-        float c_ = (q) < low_ ? low_ : (q);                                              \
-        c_ = c_ > high_ ? high_ : c_;                                                    \
-        c_ = c_ == c_ ? c_ : -zero_;                                                     \
-        (out) = (uint8_t)(dmlq_rounded_low_byte(c_) + (uint8_t)(int32_t)zero_);          \
-    } while (0)
-
 /* ---- quantize: clamp(round(x / scale) + zero_point) ------------------------------------------ */
 
 #define QUANTIZE_LOOP(QUOTIENT, ZERO)                                               \
     for (ptrdiff_t i = 0; i < n; i++) {                                             \
-        const float q = QUOTIENT;                                                   \
-        SATURATE_STORE(out[i], q, ZERO);                                            \
+        out[i] = dmlq_saturated_byte(QUOTIENT, lo, hi, ZERO);                       \
     }
 
 /* scales: the scale (divide) or its reciprocal (multiply); vector when not NULL. */
@@ -202,8 +187,7 @@ static void dequantize_row(char *const *p, const ptrdiff_t *s, ptrdiff_t n_all, 
     for (ptrdiff_t i = 0; i < n; i++) {                                                       \
         float av = (float)((int32_t)((const TA *)a)[i] - azp) * as;                           \
         float bv = (float)((int32_t)((const TB *)b)[i] - bzp) * bs;                           \
-        const float q = (av + bv) OPERATION os;                                               \
-        SATURATE_STORE(out[i], q, ozp);                                                       \
+        out[i] = dmlq_saturated_byte((av + bv) OPERATION os, lo, hi, ozp);                    \
     }
 
 #define QADD_TYPES(OPERATION)                                                                 \
